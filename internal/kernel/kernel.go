@@ -1,0 +1,401 @@
+// Package kernel runs code in long-lived interpreters, each inside its own
+// jail, and returns what they produce as Jupyter-style outputs. It owns the
+// driver programs (embedded, one per language), the frame protocol between a
+// driver and the server, per-cell output caps, timeouts and interrupts.
+//
+// A driver talks to the server over two pipes of its own (fds 3 and 4),
+// never over stdout or stderr: whatever user code prints, to sys.stdout or
+// straight to fd 1 and 2, the driver wraps as a stream output. Frames are
+// length-prefixed JSON bounded in size; user code that forges frames (it
+// shares the driver's process) can only confuse its own results, so nothing
+// in a frame is trusted beyond the session it came from.
+package kernel
+
+import (
+	_ "embed"
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codecell/codecell/internal/jail"
+)
+
+// Language names a kernel's language.
+type Language string
+
+// The languages codecell runs.
+const (
+	Python     Language = "python"
+	JavaScript Language = "javascript"
+)
+
+// ParseLanguage accepts the names clients use for the two languages.
+func ParseLanguage(s string) (Language, error) {
+	switch strings.ToLower(s) {
+	case "python", "python3", "py":
+		return Python, nil
+	case "javascript", "js", "node", "nodejs":
+		return JavaScript, nil
+	}
+	return "", fmt.Errorf("unknown language %q: use python or javascript", s)
+}
+
+var (
+	//go:embed driver/python.py
+	pythonDriver string
+	//go:embed driver/node.js
+	nodeDriver string
+)
+
+// Errors returned by Start and Execute.
+var (
+	ErrDead    = errors.New("kernel is not running")
+	ErrBusy    = errors.New("kernel is busy with another cell")
+	ErrStartup = errors.New("kernel failed to start")
+)
+
+// Status of an executed cell.
+const (
+	StatusOK      = "ok"
+	StatusError   = "error"
+	StatusTimeout = "timeout"
+)
+
+// Names used in error outputs the server itself produces.
+const (
+	EnameTimeout     = "TimeoutError"
+	EnameKernelDied  = "KernelDied"
+	EnameOutOfMemory = "OutOfMemory"
+)
+
+// Config configures one kernel.
+type Config struct {
+	Language Language
+	Jail     jail.Config
+	// Spec is the jail for the kernel; Argv, Stdout, Stderr and ExtraFiles
+	// are filled in here.
+	Spec jail.Spec
+	// Python and Node are the interpreters; empty means Debian's
+	// /usr/bin/python3 and /usr/bin/node.
+	Python, Node string
+	// MaxOutputBytes caps what one cell returns; 0 means 1 MiB.
+	MaxOutputBytes int64
+	// StartTimeout bounds start-up; 0 means 60s.
+	StartTimeout time.Duration
+	// Grace is how long an interrupted cell may take to stop before the
+	// kernel is killed; 0 means 2s.
+	Grace time.Duration
+}
+
+// Kernel is a running interpreter in a jail. It runs one cell at a time.
+type Kernel struct {
+	cfg     Config
+	proc    *jail.Process
+	req     *os.File      // fd 3 of the driver
+	frames  chan frame    // from fd 4; closed when the driver is gone
+	errPipe *os.File      // a copy of the driver's stderr, read only if start-up fails
+	Version string        // the interpreter's version, from its ready frame
+
+	mu      sync.Mutex // held for a whole cell
+	cellSeq int
+	dead    error // why the kernel stopped; guarded by mu
+}
+
+type frame struct {
+	Type           string `json:"type"`
+	ID             string `json:"id"`
+	Output         Output `json:"output"`
+	Status         string `json:"status"`
+	ExecutionCount int    `json:"execution_count"`
+	DroppedBytes   int64  `json:"dropped_bytes"`
+	Version        string `json:"version"`
+}
+
+func (c *Config) argv() ([]string, error) {
+	switch c.Language {
+	case Python:
+		return []string{cmp.Or(c.Python, "/usr/bin/python3"), "-u", "-c", pythonDriver}, nil
+	case JavaScript:
+		return []string{cmp.Or(c.Node, "/usr/bin/node"), "--expose-internals", "-e", nodeDriver}, nil
+	}
+	return nil, fmt.Errorf("kernel: unsupported language %q", c.Language)
+}
+
+func (c *Config) maxOutput() int64 { return cmp.Or(c.MaxOutputBytes, 1<<20) }
+
+// Start launches a kernel and waits until its driver is ready for cells.
+func Start(ctx context.Context, cfg Config) (*Kernel, error) {
+	argv, err := cfg.argv()
+	if err != nil {
+		return nil, err
+	}
+	var pipes [8]*os.File // read and write ends of requests, frames, stdout, stderr
+	for i := 0; i < len(pipes); i += 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(pipes[:i])
+			return nil, fmt.Errorf("kernel: pipes: %w", err)
+		}
+		pipes[i], pipes[i+1] = r, w
+	}
+	reqR, reqW, frR, frW := pipes[0], pipes[1], pipes[2], pipes[3]
+	outR, outW, errR, errW := pipes[4], pipes[5], pipes[6], pipes[7]
+	// The child's ends are closed here once it has them.
+	defer closeAll([]*os.File{reqR, frW, outR, outW, errR, errW})
+	errCopy, err := dupFile(errR)
+	if err != nil {
+		closeAll([]*os.File{reqW, frR})
+		return nil, err
+	}
+	// Large pipe buffers let user code print in bursts without blocking.
+	for _, w := range []*os.File{outW, errW, frW} {
+		unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, 1<<20)
+	}
+
+	spec := cfg.Spec
+	spec.Argv = argv
+	spec.Stdout, spec.Stderr = outW, errW
+	spec.ExtraFiles = []*os.File{reqR, frW, outR, errR}
+	proc, err := jail.Start(ctx, cfg.Jail, spec)
+	if err != nil {
+		msg := drainMessage(errCopy)
+		closeAll([]*os.File{reqW, frR, errCopy})
+		return nil, fmt.Errorf("%w: %w: %s", ErrStartup, err, msg)
+	}
+	k := &Kernel{cfg: cfg, proc: proc, req: reqW, frames: make(chan frame), errPipe: errCopy}
+	go k.readFrames(frR, cfg.maxOutput()+1<<20)
+
+	timeout := cmp.Or(cfg.StartTimeout, 60*time.Second)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case f, ok := <-k.frames:
+		if ok && f.Type == "ready" {
+			k.Version = f.Version
+			return k, nil
+		}
+		k.kill()
+		return nil, fmt.Errorf("%w: %s", ErrStartup, k.startupMessage())
+	case <-t.C:
+		k.kill()
+		return nil, fmt.Errorf("%w: no ready signal within %v: %s", ErrStartup, timeout, k.startupMessage())
+	case <-ctx.Done():
+		k.kill()
+		return nil, ctx.Err()
+	}
+}
+
+// startupMessage is what the jail or the interpreter printed before dying.
+func (k *Kernel) startupMessage() string {
+	k.proc.Wait()
+	return drainMessage(k.errPipe)
+}
+
+// drainMessage reads what is pending in a pipe without waiting for more.
+func drainMessage(f *os.File) string {
+	syscall.SetNonblock(int(f.Fd()), true)
+	b := make([]byte, 8<<10)
+	n, _ := syscall.Read(int(f.Fd()), b)
+	msg := strings.TrimSpace(string(b[:max(n, 0)]))
+	if msg == "" {
+		msg = "exited without a message"
+	}
+	return msg
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+func dupFile(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("kernel: dup: %w", err)
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+func (k *Kernel) readFrames(r *os.File, maxFrame int64) {
+	defer close(k.frames)
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 64<<10)
+	var head [4]byte
+	for {
+		if _, err := io.ReadFull(br, head[:]); err != nil {
+			return
+		}
+		n := int64(binary.BigEndian.Uint32(head[:]))
+		if n > maxFrame {
+			// Only a forged or broken driver sends this: end the kernel.
+			k.kill()
+			return
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(br, body); err != nil {
+			return
+		}
+		var f frame
+		if err := json.Unmarshal(body, &f); err != nil {
+			continue
+		}
+		k.frames <- f
+	}
+}
+
+// Execute runs one cell. A cell still running at timeout is interrupted
+// (SIGINT: the kernel keeps its state); if it has not stopped after the grace
+// period the kernel is killed. ctx cancellation is treated the same way.
+func (k *Kernel) Execute(ctx context.Context, code string, timeout time.Duration) (*Result, error) {
+	if !k.mu.TryLock() {
+		return nil, ErrBusy
+	}
+	defer k.mu.Unlock()
+	if k.dead != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDead, k.dead)
+	}
+	k.cellSeq++
+	id := fmt.Sprintf("c%d", k.cellSeq)
+	oomBefore := k.oomKills()
+	if !utf8.ValidString(code) {
+		code = strings.ToValidUTF8(code, "\uFFFD")
+	}
+	if err := k.send(map[string]any{"type": "execute", "id": id, "code": code, "max_output": k.cfg.maxOutput()}); err != nil {
+		k.dead = err
+		return nil, fmt.Errorf("%w: sending the cell: %w", ErrDead, err)
+	}
+
+	start := time.Now()
+	res := newResult(k.cfg.maxOutput())
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	var grace <-chan time.Time
+	interrupted := false
+	interrupt := func() {
+		if interrupted {
+			return
+		}
+		interrupted = true
+		k.proc.Interrupt()
+		grace = time.After(cmp.Or(k.cfg.Grace, 2*time.Second))
+	}
+	done := ctx.Done()
+	for {
+		select {
+		case f, ok := <-k.frames:
+			if !ok {
+				k.dead = k.death(oomBefore)
+				res.addDeath(k.dead, interrupted)
+				res.Duration = time.Since(start)
+				return res.finish(), nil
+			}
+			if f.ID != id {
+				continue // a late frame of an earlier, interrupted cell
+			}
+			switch f.Type {
+			case "output":
+				res.add(f.Output)
+			case "done":
+				res.ExecutionCount = f.ExecutionCount
+				res.Status = f.Status
+				if interrupted {
+					res.Status = StatusTimeout
+				}
+				res.dropped += f.DroppedBytes
+				res.Duration = time.Since(start)
+				return res.finish(), nil
+			}
+		case <-deadline.C:
+			interrupt()
+		case <-done:
+			done = nil
+			interrupt()
+		case <-grace:
+			k.kill()
+		}
+	}
+}
+
+func (k *Kernel) send(msg any) error {
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	buf := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
+	_, err = k.req.Write(append(buf, body...))
+	return err
+}
+
+func (k *Kernel) oomKills() int64 {
+	if k.cfg.Spec.Cgroup == nil {
+		return 0
+	}
+	n, _ := k.cfg.Spec.Cgroup.OOMKills()
+	return n
+}
+
+// death says why the driver is gone.
+func (k *Kernel) death(oomBefore int64) error {
+	k.kill()
+	k.proc.Wait()
+	if k.oomKills() > oomBefore {
+		return errOOM
+	}
+	return errDied
+}
+
+var (
+	errOOM  = errors.New("the kernel was killed: out of memory (the sandbox's memory limit was reached)")
+	errDied = errors.New("the kernel died")
+)
+
+func (k *Kernel) kill() {
+	k.proc.Kill()
+	if g := k.cfg.Spec.Cgroup; g != nil {
+		g.Kill()
+	}
+}
+
+// Interrupt interrupts the running cell, if any.
+func (k *Kernel) Interrupt() error { return k.proc.Interrupt() }
+
+// Pid is the host pid of the interpreter (0 if it has exited).
+func (k *Kernel) Pid() int { return k.proc.ProgramPid() }
+
+// Alive reports whether the kernel can run cells.
+func (k *Kernel) Alive() bool {
+	select {
+	case <-k.proc.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// Close ends the kernel and every process it started.
+func (k *Kernel) Close() error {
+	k.kill()
+	k.req.Close()
+	k.errPipe.Close()
+	k.proc.Wait()
+	for range k.frames {
+	}
+	return nil
+}

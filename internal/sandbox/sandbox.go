@@ -1,0 +1,270 @@
+// Package sandbox owns one sandbox: its host identity (a uid and gid of its
+// own), its disk (a volume with a quota holding its home and /tmp), its
+// resource budget (a cgroup with limits), and the kernels and one-shot runs
+// inside it. Every kernel or run gets a child cgroup of the sandbox's, so the
+// budget is shared while each process tree can be killed and accounted alone.
+package sandbox
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/codecell/codecell/internal/cgroup"
+	"github.com/codecell/codecell/internal/jail"
+	"github.com/codecell/codecell/internal/kernel"
+	"github.com/codecell/codecell/internal/quota"
+)
+
+// Limits bound one sandbox. Zero fields take the defaults in DefaultLimits.
+type Limits struct {
+	MemoryBytes    int64   // memory of all its processes together, no swap
+	Pids           int64   // processes and threads together
+	CPUs           float64 // CPU quota in cores
+	DiskBytes      int64   // home and /tmp together
+	OutputBytes    int64   // returned per cell
+	FileSizeBytes  uint64  // largest file a process may write
+	OpenFiles      uint64  // per process
+	DefaultTimeout time.Duration
+}
+
+// DefaultLimits suit data analysis with pandas and matplotlib.
+var DefaultLimits = Limits{
+	MemoryBytes:    1 << 30,
+	Pids:           256,
+	CPUs:           1,
+	DiskBytes:      1 << 30,
+	OutputBytes:    1 << 20,
+	FileSizeBytes:  1 << 30,
+	OpenFiles:      1024,
+	DefaultTimeout: 30 * time.Second,
+}
+
+// or fills l's zero fields from d.
+func (l Limits) or(d Limits) Limits {
+	return Limits{
+		MemoryBytes:    cmp.Or(l.MemoryBytes, d.MemoryBytes),
+		Pids:           cmp.Or(l.Pids, d.Pids),
+		CPUs:           cmp.Or(l.CPUs, d.CPUs),
+		DiskBytes:      cmp.Or(l.DiskBytes, d.DiskBytes),
+		OutputBytes:    cmp.Or(l.OutputBytes, d.OutputBytes),
+		FileSizeBytes:  cmp.Or(l.FileSizeBytes, d.FileSizeBytes),
+		OpenFiles:      cmp.Or(l.OpenFiles, d.OpenFiles),
+		DefaultTimeout: cmp.Or(l.DefaultTimeout, d.DefaultTimeout),
+	}
+}
+
+// Config is shared by the sandboxes of one server.
+type Config struct {
+	// DataDir holds every sandbox's disk under DataDir/sandboxes/<id>.
+	DataDir string
+	Jail    jail.Config
+	// Cgroups is the host's cgroup hierarchy; required unless Jail.Unsafe.
+	Cgroups *cgroup.Host
+	// CgroupParent is the group under which sandboxes' groups are made;
+	// empty means "codecell".
+	CgroupParent string
+	Limits       Limits
+	// Python and Node are the interpreters (see kernel.Config).
+	Python, Node string
+}
+
+// Options are what differs between sandboxes.
+type Options struct {
+	// ID names the sandbox: letters, digits, '-' and '_', up to 64.
+	ID string
+	// UID is the sandbox's host uid and gid; 0 picks one at random from
+	// the range reserved for sandboxes (see PickUID).
+	UID    int
+	Limits Limits // zero fields: Config.Limits, then DefaultLimits
+}
+
+// Sandbox is one isolated filesystem with one resource budget.
+type Sandbox struct {
+	cfg    Config
+	id     string
+	uid    int
+	limits Limits
+	dir    string
+	vol    *quota.Volume // nil in unsafe mode
+	home   string
+	tmp    string
+	cg     *cgroup.Group // nil in unsafe mode
+	seq    atomic.Int64  // names the child cgroups
+}
+
+var validID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// UIDBase starts the range of host uids given to sandboxes: far above the
+// ranges Debian gives to users (1000-59999) and to subordinate ids (100000+
+// per user, as allocated by useradd), so a sandbox never owns a real user's files.
+const (
+	UIDBase  = 1_500_000_000
+	UIDRange = 1 << 24
+)
+
+// PickUID returns a random uid from the sandbox range.
+func PickUID() int { return UIDBase + rand.IntN(UIDRange) }
+
+// Create makes the sandbox's disk and cgroup, or re-opens them if they exist.
+func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error) {
+	if !validID.MatchString(opt.ID) {
+		return nil, fmt.Errorf("sandbox: invalid id %q: use 1-64 letters, digits, '-' or '_'", opt.ID)
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("sandbox: no data directory configured")
+	}
+	lim := opt.Limits.or(cfg.Limits).or(DefaultLimits)
+	s := &Sandbox{cfg: cfg, id: opt.ID, uid: cmp.Or(opt.UID, PickUID()), limits: lim}
+	s.dir = filepath.Join(cfg.DataDir, "sandboxes", opt.ID)
+	// Every directory above a sandbox's home must be traversable by the
+	// sandbox uid (bwrap binds as that user) but not listable: 0711.
+	for _, d := range []string{cfg.DataDir, filepath.Dir(s.dir), s.dir} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return nil, fmt.Errorf("sandbox %s: creating %s: %w", opt.ID, d, err)
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
+			return nil, fmt.Errorf("sandbox %s: %w", opt.ID, err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			s.Destroy(context.WithoutCancel(ctx))
+		}
+	}()
+
+	if cfg.Jail.Unsafe {
+		s.home, s.tmp = filepath.Join(s.dir, "home"), filepath.Join(s.dir, "tmp")
+		for _, d := range []string{s.home, s.tmp} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return nil, fmt.Errorf("sandbox %s: %w", opt.ID, err)
+			}
+		}
+		return s, nil
+	}
+	if cfg.Cgroups == nil {
+		return nil, fmt.Errorf("sandbox %s: %w", opt.ID, jail.ErrNoCgroup)
+	}
+	s.vol, err = quota.Mount(ctx, quota.Config{
+		Image:      filepath.Join(s.dir, "disk.img"),
+		Mountpoint: filepath.Join(s.dir, "fs"),
+		SizeBytes:  lim.DiskBytes,
+		UID:        s.uid,
+		GID:        s.uid,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: disk: %w", opt.ID, err)
+	}
+	s.home, s.tmp = s.vol.Home(), s.vol.Tmp()
+	s.cg, err = cfg.Cgroups.Create(cmp.Or(cfg.CgroupParent, "codecell")+"/"+opt.ID, cgroup.Limits{
+		MemoryBytes: lim.MemoryBytes,
+		Pids:        lim.Pids,
+		CPUQuota:    lim.CPUs,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: cgroup: %w", opt.ID, err)
+	}
+	return s, nil
+}
+
+// ID returns the sandbox's id.
+func (s *Sandbox) ID() string { return s.id }
+
+// UID returns the sandbox's host uid (also its gid).
+func (s *Sandbox) UID() int { return s.uid }
+
+// Home and Tmp are the host directories seen as /home/user and /tmp inside.
+func (s *Sandbox) Home() string { return s.home }
+func (s *Sandbox) Tmp() string  { return s.tmp }
+
+// Limits returns the sandbox's effective limits.
+func (s *Sandbox) Limits() Limits { return s.limits }
+
+// Cgroup is the sandbox's resource group (nil in unsafe mode).
+func (s *Sandbox) Cgroup() *cgroup.Group { return s.cg }
+
+// Session is a kernel with the cgroup it runs in.
+type Session struct {
+	*kernel.Kernel
+	cg *cgroup.Group
+}
+
+// Cgroup is the session's own group, a child of the sandbox's.
+func (s *Session) Cgroup() *cgroup.Group { return s.cg }
+
+// Close ends the kernel and removes its cgroup.
+func (s *Session) Close() error {
+	err := s.Kernel.Close()
+	if s.cg != nil {
+		err = errors.Join(err, s.cg.Remove())
+	}
+	return err
+}
+
+// StartKernel starts a kernel for lang in the sandbox.
+func (s *Sandbox) StartKernel(ctx context.Context, lang kernel.Language) (*Session, error) {
+	spec := jail.Spec{
+		Home:     s.home,
+		Tmp:      s.tmp,
+		HostUID:  s.uid,
+		HostGID:  s.uid,
+		Rlimits:  jail.Rlimits{FileSize: s.limits.FileSizeBytes, OpenFiles: s.limits.OpenFiles},
+		ShmBytes: min(64<<20, s.limits.MemoryBytes/4),
+	}
+	var cg *cgroup.Group
+	if s.cg != nil {
+		var err error
+		cg, err = s.cg.Child("k" + strconv.FormatInt(s.seq.Add(1), 10))
+		if err != nil {
+			return nil, fmt.Errorf("sandbox %s: kernel cgroup: %w", s.id, err)
+		}
+		spec.Cgroup = cg
+	}
+	k, err := kernel.Start(ctx, kernel.Config{
+		Language:       lang,
+		Jail:           s.cfg.Jail,
+		Spec:           spec,
+		Python:         s.cfg.Python,
+		Node:           s.cfg.Node,
+		MaxOutputBytes: s.limits.OutputBytes,
+	})
+	if err != nil {
+		if cg != nil {
+			cg.Remove()
+		}
+		return nil, err
+	}
+	return &Session{Kernel: k, cg: cg}, nil
+}
+
+// Run executes code once in a fresh kernel that is destroyed afterwards,
+// with every process it started. timeout 0 means the sandbox's default.
+func (s *Sandbox) Run(ctx context.Context, lang kernel.Language, code string, timeout time.Duration) (*kernel.Result, error) {
+	k, err := s.StartKernel(ctx, lang)
+	if err != nil {
+		return nil, err
+	}
+	defer k.Close()
+	return k.Execute(ctx, code, cmp.Or(timeout, s.limits.DefaultTimeout))
+}
+
+// Destroy kills everything in the sandbox and deletes its files and cgroup.
+func (s *Sandbox) Destroy(ctx context.Context) error {
+	var errs []error
+	if s.cg != nil {
+		errs = append(errs, s.cg.Remove())
+	}
+	if s.vol != nil {
+		errs = append(errs, s.vol.Destroy(ctx))
+	}
+	errs = append(errs, os.RemoveAll(s.dir))
+	return errors.Join(errs...)
+}
