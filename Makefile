@@ -1,0 +1,16 @@
+# `sudo make test` is the one command that runs every test: it installs what
+# the tests need (scripts/setup.sh), then checks formatting, vets and tests.
+GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
+GOFMT ?= $(dir $(GO))gofmt
+
+.PHONY: build test setup
+build:
+	$(GO) build -o bin/codecell ./cmd/codecell
+
+setup:
+	scripts/setup.sh
+
+test: setup
+	@test -z "$$($(GOFMT) -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; $(GOFMT) -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 30m ./...
