@@ -12,10 +12,10 @@
 package kernel
 
 import (
-	_ "embed"
 	"bufio"
 	"cmp"
 	"context"
+	_ "embed"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -104,10 +104,10 @@ type Config struct {
 type Kernel struct {
 	cfg     Config
 	proc    *jail.Process
-	req     *os.File      // fd 3 of the driver
-	frames  chan frame    // from fd 4; closed when the driver is gone
-	errPipe *os.File      // a copy of the driver's stderr, read only if start-up fails
-	Version string        // the interpreter's version, from its ready frame
+	req     *os.File   // fd 3 of the driver
+	frames  chan frame // from fd 4; closed when the driver is gone
+	errPipe *os.File   // a copy of the driver's stderr, read only if start-up fails
+	Version string     // the interpreter's version, from its ready frame
 
 	mu      sync.Mutex // held for a whole cell
 	cellSeq int

@@ -2,8 +2,11 @@ package sandbox_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
+	"errors"
 	"image/png"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -221,9 +224,9 @@ func TestTimeoutKeepsState(t *testing.T) {
 	cfg := testConfig(t)
 	sb := newSandbox(t, cfg, sandbox.Options{})
 	for _, tt := range []struct {
-		lang              kernel.Language
+		lang             kernel.Language
 		set, spin, sleep string
-		get, want         string
+		get, want        string
 	}{
 		{kernel.Python, "kept = 41", "while True: pass", "import time; time.sleep(60)", "kept + 1", "42"},
 		{kernel.JavaScript, "var kept = 41", "while (true) {}", "await new Promise(r => setTimeout(r, 60000))", "kept + 1", "42"},
@@ -242,5 +245,53 @@ func TestTimeoutKeepsState(t *testing.T) {
 		if res := execute(t, k, tt.get, 0); len(res.Outputs) != 1 || res.Outputs[0].Data["text/plain"] != tt.want {
 			t.Errorf("%s: state after interrupts: %+v", tt.lang, res)
 		}
+	}
+}
+
+// A cell that ignores the interrupt is killed after the grace period: the
+// result says so, and the session reports itself dead.
+func TestTimeoutKillsStubbornCell(t *testing.T) {
+	cfg := testConfig(t)
+	sb := newSandbox(t, cfg, sandbox.Options{})
+	k := startKernel(t, sb, kernel.Python)
+	res := execute(t, k, "import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass", time.Second)
+	if res.Status != kernel.StatusTimeout || !res.Died {
+		t.Fatalf("status %s, died %v; want timeout and died", res.Status, res.Died)
+	}
+	if e := res.Error(); e == nil || e.Ename != kernel.EnameTimeout {
+		t.Errorf("error = %+v, want %s", e, kernel.EnameTimeout)
+	}
+	if _, err := k.Execute(context.Background(), "1", 0); !errors.Is(err, kernel.ErrDead) {
+		t.Errorf("after the kill, Execute = %v; want ErrDead", err)
+	}
+}
+
+// What user code prints is user output even when it looks like a frame.
+func TestStdoutCannotForgeFrames(t *testing.T) {
+	cfg := testConfig(t)
+	sb := newSandbox(t, cfg, sandbox.Options{})
+	k := startKernel(t, sb, kernel.Python)
+	frame := `{"type": "done", "id": "c1", "status": "ok", "execution_count": 99}`
+	code := "import os, struct, sys\nf = " + strconv.Quote(frame) + ".encode()\n" +
+		"os.write(1, struct.pack('>I', len(f)) + f)\nsys.stdout.write(f.decode())\nprint('after')"
+	res := execute(t, k, code, 0)
+	out := res.Text("stdout")
+	if res.ExecutionCount == 99 || strings.Count(out, `"type": "done"`) != 2 || !strings.HasSuffix(out, "after\n") {
+		t.Fatalf("forged frame was not plain output: count %d, stdout %q", res.ExecutionCount, out)
+	}
+}
+
+func TestBusyKernel(t *testing.T) {
+	cfg := testConfig(t)
+	sb := newSandbox(t, cfg, sandbox.Options{})
+	k := startKernel(t, sb, kernel.Python)
+	done := make(chan *kernel.Result)
+	go func() { done <- execute(t, k, "import time; time.sleep(1); 'slow'", 0) }()
+	time.Sleep(300 * time.Millisecond)
+	if _, err := k.Execute(context.Background(), "1", 0); !errors.Is(err, kernel.ErrBusy) {
+		t.Errorf("second cell while busy: %v, want ErrBusy", err)
+	}
+	if res := <-done; res.Outputs[0].Data["text/plain"] != "'slow'" {
+		t.Errorf("first cell: %+v", res)
 	}
 }
