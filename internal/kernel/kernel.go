@@ -153,11 +153,10 @@ func Start(ctx context.Context, cfg Config) (*Kernel, error) {
 	}
 	reqR, reqW, frR, frW := pipes[0], pipes[1], pipes[2], pipes[3]
 	outR, outW, errR, errW := pipes[4], pipes[5], pipes[6], pipes[7]
-	// The child's ends are closed here once it has them.
-	defer closeAll([]*os.File{reqR, frW, outR, outW, errR, errW})
+	childEnds := []*os.File{reqR, frW, outR, outW, errR, errW}
 	errCopy, err := dupFile(errR)
 	if err != nil {
-		closeAll([]*os.File{reqW, frR})
+		closeAll(pipes[:])
 		return nil, err
 	}
 	// Large pipe buffers let user code print in bursts without blocking.
@@ -170,6 +169,9 @@ func Start(ctx context.Context, cfg Config) (*Kernel, error) {
 	spec.Stdout, spec.Stderr = outW, errW
 	spec.ExtraFiles = []*os.File{reqR, frW, outR, errR}
 	proc, err := jail.Start(ctx, cfg.Jail, spec)
+	// The child has its ends now; the server must not hold them, or it
+	// would never see EOF on the frame pipe when the driver dies.
+	closeAll(childEnds)
 	if err != nil {
 		msg := drainMessage(errCopy)
 		closeAll([]*os.File{reqW, frR, errCopy})

@@ -140,6 +140,11 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 			s.Destroy(context.WithoutCancel(ctx))
 		}
 	}()
+	if !cfg.Jail.Unsafe {
+		if err := checkTraversable(filepath.Dir(cfg.DataDir)); err != nil {
+			return nil, fmt.Errorf("sandbox %s: %w", opt.ID, err)
+		}
+	}
 
 	if cfg.Jail.Unsafe {
 		s.home, s.tmp = filepath.Join(s.dir, "home"), filepath.Join(s.dir, "tmp")
@@ -267,4 +272,22 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 	}
 	errs = append(errs, os.RemoveAll(s.dir))
 	return errors.Join(errs...)
+}
+
+// checkTraversable makes sure sandbox uids, which are neither the owner nor
+// in the group of anything above the data directory, can reach their home:
+// bwrap binds it as the sandbox's uid.
+func checkTraversable(dir string) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("data directory is below %s (mode %v), which sandbox users cannot traverse: `chmod o+x %s` or choose another --data-dir", d, fi.Mode().Perm(), d)
+		}
+		if d == "/" || d == "." {
+			return nil
+		}
+	}
 }

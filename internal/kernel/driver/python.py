@@ -17,6 +17,7 @@ import sys
 import threading
 
 REQ_FD, FRAME_FD, OUT_FD, ERR_FD = 3, 4, 5, 6
+MAIN_PID = os.getpid()
 os.closerange(7, 1 << 16)  # nothing the jail set up is for user code
 
 # The frame fds must not leak into processes user code starts.
@@ -316,6 +317,10 @@ def run(req):
         emit({"output_type": "error", "ename": "KeyboardInterrupt", "evalue": "", "traceback": ["KeyboardInterrupt"]})
     finally:
         cell.running = False
+    if os.getpid() != MAIN_PID:
+        # A child that user code forked without exiting must not go on to
+        # read the next cell: only the kernel itself answers.
+        os._exit(0)
     drain_fds()
     with _lock:
         send(
