@@ -106,7 +106,6 @@ type Kernel struct {
 	proc    *jail.Process
 	req     *os.File   // fd 3 of the driver
 	frames  chan frame // from fd 4; closed when the driver is gone
-	errPipe *os.File   // a copy of the driver's stderr, read only if start-up fails
 	Version string     // the interpreter's version, from its ready frame
 
 	mu      sync.Mutex // held for a whole cell
@@ -177,7 +176,8 @@ func Start(ctx context.Context, cfg Config) (*Kernel, error) {
 		closeAll([]*os.File{reqW, frR, errCopy})
 		return nil, fmt.Errorf("%w: %w: %s", ErrStartup, err, msg)
 	}
-	k := &Kernel{cfg: cfg, proc: proc, req: reqW, frames: make(chan frame), errPipe: errCopy}
+	defer errCopy.Close() // its content only matters until the driver is ready
+	k := &Kernel{cfg: cfg, proc: proc, req: reqW, frames: make(chan frame)}
 	go k.readFrames(frR, cfg.maxOutput()+1<<20)
 
 	timeout := cmp.Or(cfg.StartTimeout, 60*time.Second)
@@ -189,21 +189,20 @@ func Start(ctx context.Context, cfg Config) (*Kernel, error) {
 			k.Version = f.Version
 			return k, nil
 		}
-		k.kill()
-		return nil, fmt.Errorf("%w: %s", ErrStartup, k.startupMessage())
+		err = errors.New("the interpreter exited")
 	case <-t.C:
-		k.kill()
-		return nil, fmt.Errorf("%w: no ready signal within %v: %s", ErrStartup, timeout, k.startupMessage())
+		err = fmt.Errorf("no ready signal within %v", timeout)
 	case <-ctx.Done():
-		k.kill()
+		err = ctx.Err()
+	}
+	k.kill()
+	proc.Wait()
+	msg := drainMessage(errCopy)
+	k.Close()
+	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-}
-
-// startupMessage is what the jail or the interpreter printed before dying.
-func (k *Kernel) startupMessage() string {
-	k.proc.Wait()
-	return drainMessage(k.errPipe)
+	return nil, fmt.Errorf("%w: %w: %s", ErrStartup, err, msg)
 }
 
 // drainMessage reads what is pending in a pipe without waiting for more.
@@ -395,7 +394,6 @@ func (k *Kernel) Alive() bool {
 func (k *Kernel) Close() error {
 	k.kill()
 	k.req.Close()
-	k.errPipe.Close()
 	k.proc.Wait()
 	for range k.frames {
 	}

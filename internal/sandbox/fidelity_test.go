@@ -295,3 +295,21 @@ func TestBusyKernel(t *testing.T) {
 		t.Errorf("first cell: %+v", res)
 	}
 }
+
+// A kernel that cannot start says why, quickly, and leaves nothing running.
+func TestStartupFailureIsReported(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Python = "/nonexistent/python3"
+	sb := newSandbox(t, cfg, sandbox.Options{})
+	_, err := sb.StartKernel(context.Background(), kernel.Python)
+	if !errors.Is(err, kernel.ErrStartup) || !strings.Contains(err.Error(), "/nonexistent/python3") {
+		t.Fatalf("StartKernel = %v; want ErrStartup naming the interpreter", err)
+	}
+	// The exit is noticed at once, not by waiting out the start-up timeout.
+	if strings.Contains(err.Error(), "no ready signal") {
+		t.Errorf("the failure was only noticed at the timeout: %v", err)
+	}
+	if pids, _ := sb.Cgroup().Pids(); len(pids) != 0 {
+		t.Errorf("processes left in the sandbox: %v", pids)
+	}
+}
