@@ -200,12 +200,21 @@ func Start(ctx context.Context, c Config, spec Spec) (*Process, error) {
 		"--size", strconv.FormatInt(shm, 10), "--perms", "1777", "--tmpfs", "/dev/shm",
 		"--bind", spec.Home, HomeDir,
 		"--bind", spec.Tmp, TmpDir,
+		// Everything but the binds stays read-only: without this, the root
+		// tmpfs bwrap builds belongs to the sandbox user, who could create
+		// /etc/ld.so.preload or fill memory outside the disk quota.
+		"--remount-ro", "/",
 		"--chdir", cwd,
 		"--seccomp", seccompFD,
 		"--info-fd", infoFD,
-		"--",
 	)
-	args = append(args, spec.Argv...)
+	// bwrap's argv stays visible as the jail's /proc/1/cmdline: pass the
+	// options through an fd so that no host path (data dir, sandbox id)
+	// shows. The command itself must stay on the command line.
+	argsFD, err := dataFD([]byte(strings.Join(args, "\x00") + "\x00"))
+	if err != nil {
+		return nil, fmt.Errorf("jail: passing bwrap's arguments: %w", err)
+	}
 
 	h := helperConfig{
 		Procs:   spec.Cgroup.ProcsFiles(),
@@ -214,7 +223,7 @@ func Start(ctx context.Context, c Config, spec Spec) (*Process, error) {
 		Parent:  os.Getpid(),
 		Rlimits: spec.Rlimits.withDefaults(),
 		Path:    bwrap,
-		Argv:    append([]string{"bwrap"}, args...),
+		Argv:    append([]string{"bwrap", "--args", argsFD, "--"}, spec.Argv...),
 		Env:     Environ(cwd, spec.Env),
 	}
 	hj, err := json.Marshal(h)
