@@ -7,3 +7,5 @@ require (
 	golang.org/x/net v0.41.0
 	golang.org/x/sys v0.50.0
 )
+
+require github.com/moby/sys/mountinfo v0.7.3

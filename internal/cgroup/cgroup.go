@@ -42,15 +42,15 @@
 package cgroup
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // DefaultParent is the conventional first path component under which
@@ -106,14 +106,9 @@ type Host struct {
 // the pids controller; otherwise cgroup v1 is used if memory and pids are
 // mounted. An error naming what is missing is returned otherwise.
 func Detect() (*Host, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: %w", err)
-	}
-	defer f.Close()
-	mounts, err := parseMountInfo(f)
-	if err != nil {
-		return nil, fmt.Errorf("cgroup: parse /proc/self/mountinfo: %w", err)
+		return nil, fmt.Errorf("cgroup: reading the mount table: %w", err)
 	}
 	return detectFrom(mounts, readControllersFile)
 }
@@ -123,99 +118,36 @@ func readControllersFile(mountpoint string) (string, error) {
 	return string(b), err
 }
 
-// mount is one cgroup or cgroup2 line of mountinfo.
-type mount struct {
-	root       string // root of the mount within the filesystem
-	mountPoint string
-	fsType     string   // "cgroup" or "cgroup2"
-	superOpts  []string // e.g. ["rw", "cpu", "cpuacct"]
-}
-
-// parseMountInfo returns the cgroup and cgroup2 mounts listed in a
-// /proc/<pid>/mountinfo stream.
-func parseMountInfo(r io.Reader) ([]mount, error) {
-	var out []mount
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
-		sep := -1
-		for i, f := range fields {
-			if f == "-" && i >= 6 {
-				sep = i
-				break
-			}
-		}
-		if len(fields) < 5 || sep < 0 || sep+3 > len(fields) {
-			continue
-		}
-		fsType := fields[sep+1]
-		if fsType != "cgroup" && fsType != "cgroup2" {
-			continue
-		}
-		var super []string
-		if sep+3 < len(fields) {
-			super = strings.Split(fields[sep+3], ",")
-		}
-		out = append(out, mount{
-			root:       unescapeMountInfo(fields[3]),
-			mountPoint: unescapeMountInfo(fields[4]),
-			fsType:     fsType,
-			superOpts:  super,
-		})
-	}
-	return out, sc.Err()
-}
-
-// unescapeMountInfo decodes the octal escapes (\040 etc.) used in mountinfo.
-func unescapeMountInfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // preferMount reports whether candidate a is a better mount of the same
 // hierarchy than b: the full hierarchy (root "/") beats a bind-mounted
 // subtree, and the conventional /sys/fs/cgroup location beats others.
-func preferMount(a, b mount) bool {
-	ar, br := a.root == "/", b.root == "/"
+func preferMount(a, b *mountinfo.Info) bool {
+	ar, br := a.Root == "/", b.Root == "/"
 	if ar != br {
 		return ar
 	}
-	as := strings.HasPrefix(a.mountPoint, "/sys/fs/cgroup")
-	bs := strings.HasPrefix(b.mountPoint, "/sys/fs/cgroup")
+	as := strings.HasPrefix(a.Mountpoint, "/sys/fs/cgroup")
+	bs := strings.HasPrefix(b.Mountpoint, "/sys/fs/cgroup")
 	if as != bs {
 		return as
 	}
 	return false
 }
 
-// detectFrom picks a hierarchy from parsed mounts; controllersOf reads the
+// detectFrom picks a hierarchy from the mounts of mountinfo (lines of other
+// filesystem types are ignored); controllersOf reads the
 // cgroup.controllers file at a cgroup2 mount point.
-func detectFrom(mounts []mount, controllersOf func(string) (string, error)) (*Host, error) {
+func detectFrom(mounts []*mountinfo.Info, controllersOf func(string) (string, error)) (*Host, error) {
 	// cgroup v2 candidates.
 	var v2notes []string
 	var v2best *Host
 	for _, m := range mounts {
-		if m.fsType != "cgroup2" {
+		if m.FSType != "cgroup2" {
 			continue
 		}
-		s, err := controllersOf(m.mountPoint)
+		s, err := controllersOf(m.Mountpoint)
 		if err != nil {
-			v2notes = append(v2notes, fmt.Sprintf("cgroup2 at %s: %v", m.mountPoint, err))
+			v2notes = append(v2notes, fmt.Sprintf("cgroup2 at %s: %v", m.Mountpoint, err))
 			continue
 		}
 		avail := map[string]bool{}
@@ -229,11 +161,11 @@ func detectFrom(mounts []mount, controllersOf func(string) (string, error)) (*Ho
 			}
 		}
 		if len(missing) > 0 {
-			v2notes = append(v2notes, fmt.Sprintf("cgroup2 at %s lacks %s", m.mountPoint, strings.Join(missing, ", ")))
+			v2notes = append(v2notes, fmt.Sprintf("cgroup2 at %s lacks %s", m.Mountpoint, strings.Join(missing, ", ")))
 			continue
 		}
-		h := &Host{Version: V2, Unified: m.mountPoint, avail: avail}
-		if m.mountPoint == "/sys/fs/cgroup" {
+		h := &Host{Version: V2, Unified: m.Mountpoint, avail: avail}
+		if m.Mountpoint == "/sys/fs/cgroup" {
 			return h, nil
 		}
 		if v2best == nil {
@@ -245,12 +177,13 @@ func detectFrom(mounts []mount, controllersOf func(string) (string, error)) (*Ho
 	}
 
 	// cgroup v1.
-	best := map[string]mount{}
+	best := map[string]*mountinfo.Info{}
 	for _, m := range mounts {
-		if m.fsType != "cgroup" {
+		if m.FSType != "cgroup" {
 			continue
 		}
-		for _, o := range m.superOpts {
+		// The super options name the controllers: "rw,cpu,cpuacct".
+		for _, o := range strings.Split(m.VFSOptions, ",") {
 			switch o {
 			case Memory, Pids, CPU, Freezer:
 				if cur, ok := best[o]; !ok || preferMount(m, cur) {
@@ -276,7 +209,7 @@ func detectFrom(mounts []mount, controllersOf func(string) (string, error)) (*Ho
 	}
 	h := &Host{Version: V1, V1Mounts: map[string]string{}, avail: map[string]bool{}}
 	for c, m := range best {
-		h.V1Mounts[c] = m.mountPoint
+		h.V1Mounts[c] = m.Mountpoint
 		h.avail[c] = true
 	}
 	return h, nil

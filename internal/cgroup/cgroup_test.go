@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 const (
@@ -202,6 +204,9 @@ func TestParseAndDetectFrom(t *testing.T) {
 	hybridV2 := `41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
 35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
 `
+	spacePath := `29 25 0:26 / /mnt/mem\040cg rw shared:10 - cgroup cgroup rw,memory
+30 25 0:27 / /sys/fs/cgroup/pids rw shared:11 - cgroup cgroup rw,pids
+`
 	noPids := `35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
 41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
 `
@@ -230,13 +235,17 @@ func TestParseAndDetectFrom(t *testing.T) {
 			ctrl:    map[string]string{"/sys/fs/cgroup/unified": "memory pids"},
 			wantVer: V2, wantStr: "v2 at /sys/fs/cgroup/unified (memory, pids; missing cpu)",
 			wantMount: map[string]string{"": "/sys/fs/cgroup/unified"}},
+		{name: "v1 mount point with an escaped space", mountinfo: spacePath, ctrl: controllers, wantVer: V1,
+			wantStr:   "v1 (memory, pids; missing cpu)",
+			wantMount: map[string]string{Memory: "/mnt/mem cg", Pids: "/sys/fs/cgroup/pids"}},
 		{name: "pids missing everywhere", mountinfo: noPids, ctrl: controllers,
 			wantErr: "pids not mounted; cgroup2 at /sys/fs/cgroup/unified lacks memory, pids"},
 		{name: "nothing", mountinfo: "", ctrl: controllers, wantErr: "memory, pids not mounted; no cgroup2 mount"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ms, err := parseMountInfo(strings.NewReader(tc.mountinfo))
+			ms, err := mountinfo.GetMountsFromReader(strings.NewReader(tc.mountinfo),
+				mountinfo.FSTypeFilter("cgroup", "cgroup2"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -38,11 +38,11 @@
 // when it is already mounted, which additionally needs CAP_SYS_RESOURCE.
 // Shrinking is not supported: a smaller SizeBytes on reuse is ignored and
 // the image keeps its size. A given image must be managed by one process at
-// a time; within a process, operations on the same image are serialized.
+// a time and, within it, by one Volume at a time (see Mount); Unmount and
+// Destroy on one Volume are serialized.
 package quota
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -55,6 +55,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // MinSizeBytes is the smallest quota accepted when an image is created;
@@ -73,11 +75,16 @@ type Config struct {
 	UID, GID  int // owner of the home and tmp directories
 }
 
-// Volume is a mounted (or once mounted) quota volume.
+// Volume is a mounted (or once mounted) quota volume. It must not be
+// copied.
 type Volume struct {
 	cfg        Config
 	image      string // absolute path of the image
 	mountpoint string // absolute, symlink-free path of the mountpoint
+
+	// mu serializes Unmount and Destroy of this Volume, which callers may
+	// invoke from several goroutines.
+	mu sync.Mutex
 }
 
 // Home returns <mountpoint>/home.
@@ -93,6 +100,12 @@ func (v *Volume) Tmp() string { return filepath.Join(v.mountpoint, "tmp") }
 // fixes up home and tmp. It refuses to mount an image that is still attached
 // to a loop device elsewhere (for example after a lazy unmount whose users
 // have not exited yet), since mounting one ext4 filesystem twice corrupts it.
+//
+// Callers must not Mount the same image concurrently, nor while another
+// Volume of that image is being unmounted or destroyed: nothing in this
+// package serializes operations across Volumes (only Unmount and Destroy of
+// one Volume are serialized). The sandbox layer guarantees this by owning
+// exactly one Volume per sandbox.
 func Mount(ctx context.Context, c Config) (*Volume, error) {
 	v, err := newVolume(c)
 	if err != nil {
@@ -104,9 +117,6 @@ func Mount(ctx context.Context, c Config) (*Volume, error) {
 	if c.UID < 0 || c.GID < 0 {
 		return nil, fmt.Errorf("quota: mount %s: invalid owner %d:%d", c.Image, c.UID, c.GID)
 	}
-	unlock := lockImage(v.image)
-	defer unlock()
-
 	if err := os.MkdirAll(c.Mountpoint, 0o755); err != nil {
 		return nil, fmt.Errorf("quota: creating mountpoint: %w", err)
 	}
@@ -166,8 +176,8 @@ func (v *Volume) Usage() (used, total int64, err error) {
 // loop device (it is autoclear) when the last user goes away; until then
 // Mount refuses to mount the same image again.
 func (v *Volume) Unmount(ctx context.Context) error {
-	unlock := lockImage(v.image)
-	defer unlock()
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	return v.unmount(ctx)
 }
 
@@ -175,8 +185,8 @@ func (v *Volume) Unmount(ctx context.Context) error {
 // directory. It is idempotent. After a lazy unmount (see Unmount) the image's
 // space is given back to the host only when the last user goes away.
 func (v *Volume) Destroy(ctx context.Context) error {
-	unlock := lockImage(v.image)
-	defer unlock()
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	if err := v.unmount(ctx); err != nil {
 		return err
 	}
@@ -547,69 +557,19 @@ func (v *Volume) mountedDevice() (string, error) {
 // mountAt returns the source and type of the topmost mount at dir according
 // to /proc/self/mountinfo, or "" if dir is not a mountpoint.
 func mountAt(dir string) (source, fstype string, err error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	// Not SingleEntryFilter: it stops at the first (lowest) of stacked
+	// mounts, and later lines are mounted on top of earlier ones.
+	mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		return m.Mountpoint != dir, false
+	})
 	if err != nil {
 		return "", "", fmt.Errorf("quota: reading mount table: %w", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 || unescapeMountinfo(fields[4]) != dir {
-			continue
-		}
-		for i := 6; i+2 < len(fields); i++ {
-			if fields[i] == "-" {
-				// Later lines are mounted on top of earlier ones.
-				fstype, source = fields[i+1], unescapeMountinfo(fields[i+2])
-				break
-			}
-		}
+	if len(mounts) == 0 {
+		return "", "", nil
 	}
-	if err := sc.Err(); err != nil {
-		return "", "", fmt.Errorf("quota: reading mount table: %w", err)
-	}
-	return source, fstype, nil
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for space, ...) of
-// /proc/self/mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// Locks serializing operations on one image within this process.
-var (
-	locksMu sync.Mutex
-	locks   = map[string]*sync.Mutex{}
-)
-
-func lockImage(image string) (unlock func()) {
-	locksMu.Lock()
-	mu, ok := locks[image]
-	if !ok {
-		mu = new(sync.Mutex)
-		locks[image] = mu
-	}
-	locksMu.Unlock()
-	mu.Lock()
-	return mu.Unlock
+	top := mounts[len(mounts)-1]
+	return top.Source, top.FSType, nil
 }
 
 // findTool finds a program in PATH or in the sbin directories, which a

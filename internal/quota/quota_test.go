@@ -7,9 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 const (
@@ -72,33 +75,28 @@ func asSandbox(t *testing.T, name string, args ...string) (string, error) {
 	return string(out), err
 }
 
-func mountCount(t *testing.T, dir string) int {
+// mountsAt returns the mounts at dir, lowest first.
+func mountsAt(t *testing.T, dir string) []*mountinfo.Info {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		return m.Mountpoint != dir, false
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for line := range strings.SplitSeq(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && unescapeMountinfo(f[4]) == dir {
-			n++
-		}
-	}
-	return n
+	return ms
 }
 
+func mountCount(t *testing.T, dir string) int {
+	t.Helper()
+	return len(mountsAt(t, dir))
+}
+
+// mountOptions returns the per-mount options of the lowest mount at dir.
 func mountOptions(t *testing.T, dir string) string {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 5 && unescapeMountinfo(f[4]) == dir {
-			return f[5]
-		}
+	if ms := mountsAt(t, dir); len(ms) > 0 {
+		return ms[0].Options
 	}
 	return ""
 }
@@ -122,22 +120,6 @@ func TestAvailable(t *testing.T) {
 	}
 	if err := Available(); err != nil {
 		t.Fatalf("Available: %v", err)
-	}
-}
-
-func TestUnescapeMountinfo(t *testing.T) {
-	for in, want := range map[string]string{
-		`/a/b`:            `/a/b`,
-		`/a\040b`:         `/a b`,
-		`/a\011b\134c`:    "/a\tb\\c",
-		`/trailing\04`:    `/trailing\04`,
-		`/x\040`:          `/x `,
-		`\040\040`:        `  `,
-		`/no\escape\here`: `/no\escape\here`,
-	} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
-		}
 	}
 }
 
@@ -323,6 +305,89 @@ func TestIdempotentAndPersistent(t *testing.T) {
 	}
 	if st := fi.Sys().(*syscall.Stat_t); st.Uid != testUID {
 		t.Errorf("owner after remount: %d", st.Uid)
+	}
+}
+
+// TestSpaceInPaths mounts a volume whose paths mountinfo escapes (a space is
+// written as \040): Mount must still recognise its own mount (idempotent,
+// no second mount) and Unmount must find it.
+func TestSpaceInPaths(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	c := testConfig(t, 16*mib)
+	base := filepath.Join(filepath.Dir(c.Mountpoint), "with space")
+	c.Image = filepath.Join(base, "sb 1.img")
+	c.Mountpoint = filepath.Join(base, "mnt dir")
+	t.Cleanup(func() {
+		if v, err := newVolume(c); err != nil {
+			t.Error(err)
+		} else if err := v.Destroy(context.Background()); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	v, err := Mount(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms := mountsAt(t, c.Mountpoint); len(ms) != 1 || ms[0].FSType != "ext4" {
+		t.Fatalf("mounts at %q: %+v, want one ext4 mount", c.Mountpoint, ms)
+	}
+	if _, _, err := v.Usage(); err != nil {
+		t.Errorf("Usage: %v", err)
+	}
+	if _, err := Mount(ctx, c); err != nil {
+		t.Fatalf("second Mount: %v", err)
+	}
+	if n := mountCount(t, c.Mountpoint); n != 1 {
+		t.Errorf("%d mounts at the mountpoint after mounting twice, want 1", n)
+	}
+	if err := v.Unmount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := mountCount(t, c.Mountpoint); n != 0 {
+		t.Errorf("%d mounts after Unmount", n)
+	}
+	if l := loopsOf(t, c.Image); l != "" {
+		t.Errorf("loop devices after Unmount: %q", l)
+	}
+}
+
+// TestConcurrentUnmountDestroy calls Unmount and Destroy of one Volume from
+// several goroutines at once: they are serialized, so every call succeeds
+// (each is idempotent) and nothing is left behind.
+func TestConcurrentUnmountDestroy(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	c := testConfig(t, 16*mib)
+	v, err := Mount(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, 6)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			if i%2 == 0 {
+				errs[i] = v.Unmount(ctx)
+			} else {
+				errs[i] = v.Destroy(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("call %d: %v", i, err)
+		}
+	}
+	if n := mountCount(t, c.Mountpoint); n != 0 {
+		t.Errorf("%d mounts left", n)
+	}
+	if _, err := os.Stat(c.Image); !os.IsNotExist(err) {
+		t.Errorf("image still exists: %v", err)
+	}
+	if _, err := os.Stat(c.Mountpoint); !os.IsNotExist(err) {
+		t.Errorf("mountpoint still exists: %v", err)
 	}
 }
 
