@@ -196,16 +196,7 @@ func (g *Group) Join(pid int) error {
 func (g *Group) Pids() ([]int, error) {
 	set := map[int]bool{}
 	for _, d := range g.dirs {
-		err := filepath.WalkDir(d, func(p string, de fs.DirEntry, err error) error {
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
-					return nil
-				}
-				return err
-			}
-			if !de.IsDir() {
-				return nil
-			}
+		err := walkGroups(d, func(p string) error {
 			pids, err := readPids(filepath.Join(p, "cgroup.procs"))
 			if err != nil {
 				if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV) {
@@ -460,11 +451,10 @@ func (g *Group) OOMKills() (int64, error) {
 	return sumKV(d, file, "oom_kill")
 }
 
-// sumKV sums the "key value" entry of file over dir and its descendants;
-// missing files count as 0.
-func sumKV(dir, file, key string) (int64, error) {
-	var sum int64
-	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+// walkGroups calls fn for dir and every descendant group directory; groups
+// that vanish during the walk (a jail ending) are skipped.
+func walkGroups(dir string, fn func(dir string) error) error {
+	return filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
@@ -474,6 +464,15 @@ func sumKV(dir, file, key string) (int64, error) {
 		if !de.IsDir() {
 			return nil
 		}
+		return fn(p)
+	})
+}
+
+// sumKV sums the "key value" entry of file over dir and its descendants;
+// missing files count as 0.
+func sumKV(dir, file, key string) (int64, error) {
+	var sum int64
+	err := walkGroups(dir, func(p string) error {
 		v, _, err := readKV(filepath.Join(p, file), key)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
