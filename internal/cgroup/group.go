@@ -512,6 +512,18 @@ func (g *Group) MemoryPeak() (int64, error) {
 	return 0, fmt.Errorf("cgroup: memory peak of %s: %w", g.path, lastErr)
 }
 
+// ResetMemoryPeak starts a new peak measurement, so that MemoryPeak reports
+// the highest usage from now on. Only v1 can reset for every reader; on v2
+// (where memory.peak resets per open file) MemoryPeak keeps reporting the
+// peak since the group was created.
+func (g *Group) ResetMemoryPeak() error {
+	d, ok := g.ctl[Memory]
+	if !ok || g.host.Version == V2 {
+		return nil
+	}
+	return writeFile(filepath.Join(d, "memory.max_usage_in_bytes"), "0")
+}
+
 // PidsLimitHits returns how many times a fork or clone failed because of
 // a pids limit. The kernels count differently: v2 pids.events "max" counts
 // hits of the limit of this group or of a descendant's limit (so query the

@@ -280,7 +280,7 @@ func (k *Kernel) Execute(ctx context.Context, code string, timeout time.Duration
 		return nil, fmt.Errorf("%w: sending the cell: %w", ErrDead, err)
 	}
 
-	start := time.Now()
+	m := k.startMeter()
 	res := newResult(k.cfg.maxOutput())
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -304,7 +304,7 @@ func (k *Kernel) Execute(ctx context.Context, code string, timeout time.Duration
 			if !ok {
 				k.dead = k.death(oomBefore)
 				res.addDeath(k.dead, interrupted)
-				res.Duration = time.Since(start)
+				res.Usage = m.stop()
 				return res.finish(), nil
 			}
 			if f.ID != id {
@@ -320,7 +320,7 @@ func (k *Kernel) Execute(ctx context.Context, code string, timeout time.Duration
 					res.Status = StatusTimeout
 				}
 				res.dropped += f.DroppedBytes
-				res.Duration = time.Since(start)
+				res.Usage = m.stop()
 				return res.finish(), nil
 			}
 		case <-deadline.C:

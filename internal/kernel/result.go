@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 	"unicode/utf8"
 )
 
@@ -60,7 +59,7 @@ type Result struct {
 	ExecutionCount int           `json:"execution_count"`
 	Outputs        []Output      `json:"outputs"`
 	Truncated      bool          `json:"truncated,omitempty"`
-	Duration       time.Duration `json:"-"`
+	Usage          Usage         `json:"-"`
 	// Died is set when the kernel ended during the cell; it cannot run more.
 	Died bool `json:"-"`
 

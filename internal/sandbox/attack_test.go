@@ -158,7 +158,7 @@ type attackCase struct {
 // case kills it, so one case cannot hide the result of the next.
 type attackKernel struct {
 	sb *sandbox.Sandbox
-	k  *sandbox.Session
+	k  *sandbox.Kernel
 }
 
 func newAttackKernel(t *testing.T, sb *sandbox.Sandbox) *attackKernel {
@@ -895,7 +895,7 @@ console.log((r.status !== 0 ? 'SAFE EXIT ' + r.status + ' ' : 'PWNED ') + (r.std
 		}
 		// And their processes really run as those uids.
 		for _, x := range []struct {
-			k   *sandbox.Session
+			k   *sandbox.Kernel
 			uid int
 		}{{ak.k, sbA.UID()}, {kB, sbB.UID()}} {
 			st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", x.k.Pid()))

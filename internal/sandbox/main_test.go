@@ -93,7 +93,7 @@ func newSandbox(t testing.TB, cfg sandbox.Config, opt sandbox.Options) *sandbox.
 }
 
 // startKernel starts a session closed at the end of the test.
-func startKernel(t testing.TB, sb *sandbox.Sandbox, lang kernel.Language) *sandbox.Session {
+func startKernel(t testing.TB, sb *sandbox.Sandbox, lang kernel.Language) *sandbox.Kernel {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -106,7 +106,7 @@ func startKernel(t testing.TB, sb *sandbox.Sandbox, lang kernel.Language) *sandb
 }
 
 // execute runs one cell and fails the test on an infrastructure error.
-func execute(t testing.TB, k *sandbox.Session, code string, timeout time.Duration) *kernel.Result {
+func execute(t testing.TB, k *sandbox.Kernel, code string, timeout time.Duration) *kernel.Result {
 	t.Helper()
 	res, err := k.Execute(context.Background(), code, timeout)
 	if err != nil {

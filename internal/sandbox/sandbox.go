@@ -8,6 +8,7 @@ package sandbox
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -73,6 +74,8 @@ type Config struct {
 	// empty means "codecell".
 	CgroupParent string
 	Limits       Limits
+	// MaxSessions bounds the sessions of one sandbox; 0 means 20.
+	MaxSessions int
 	// Python and Node are the interpreters (see kernel.Config).
 	Python, Node string
 }
@@ -82,9 +85,14 @@ type Options struct {
 	// ID names the sandbox: letters, digits, '-' and '_', up to 64.
 	ID string
 	// UID is the sandbox's host uid and gid; 0 picks one at random from
-	// the range reserved for sandboxes (see PickUID).
+	// the range reserved for sandboxes (see PickUID). A sandbox re-opened
+	// from its data directory keeps the uid it was made with.
 	UID    int
 	Limits Limits // zero fields: Config.Limits, then DefaultLimits
+	// Labels are the caller's, kept as given.
+	Labels map[string]string
+	// TTL, if set, is how long the sandbox lives; its owner removes it after.
+	TTL time.Duration
 }
 
 // Sandbox is one isolated filesystem with one resource budget.
@@ -99,6 +107,12 @@ type Sandbox struct {
 	tmp    string
 	cg     *cgroup.Group // nil in unsafe mode
 	seq    atomic.Int64  // names the child cgroups
+
+	created time.Time
+	labels  map[string]string
+	ttl     time.Duration
+
+	sessions sessions
 }
 
 var validID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -123,8 +137,16 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 		return nil, errors.New("sandbox: no data directory configured")
 	}
 	lim := opt.Limits.or(cfg.Limits).or(DefaultLimits)
-	s := &Sandbox{cfg: cfg, id: opt.ID, uid: cmp.Or(opt.UID, PickUID()), limits: lim}
+	cfg.MaxSessions = cmp.Or(cfg.MaxSessions, 20)
+	s := &Sandbox{cfg: cfg, id: opt.ID, uid: opt.UID, limits: lim,
+		created: time.Now(), labels: opt.Labels, ttl: opt.TTL}
 	s.dir = filepath.Join(cfg.DataDir, "sandboxes", opt.ID)
+	// A sandbox made before keeps its uid, which owns its files.
+	prev, existed := readMeta(s.dir)
+	if existed {
+		s.uid, s.created = prev.UID, prev.Created
+	}
+	s.uid = cmp.Or(s.uid, PickUID())
 	// Every directory above a sandbox's home must be traversable by the
 	// sandbox uid (bwrap binds as that user) but not listable: 0711.
 	for _, d := range []string{cfg.DataDir, filepath.Dir(s.dir), s.dir} {
@@ -136,7 +158,12 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 		}
 	}
 	defer func() {
-		if err != nil {
+		if err == nil {
+			err = s.writeMeta()
+		}
+		if err != nil && existed {
+			s.Close(context.WithoutCancel(ctx)) // never delete files that were there
+		} else if err != nil {
 			s.Destroy(context.WithoutCancel(ctx))
 		}
 	}()
@@ -193,29 +220,51 @@ func (s *Sandbox) Tmp() string  { return s.tmp }
 // Limits returns the sandbox's effective limits.
 func (s *Sandbox) Limits() Limits { return s.limits }
 
+// Created is when the sandbox was made.
+func (s *Sandbox) Created() time.Time { return s.created }
+
+// Labels returns the caller's labels.
+func (s *Sandbox) Labels() map[string]string { return s.labels }
+
+// ExpiresAt is when the sandbox's TTL ends; zero if it has none.
+func (s *Sandbox) ExpiresAt() time.Time {
+	if s.ttl <= 0 {
+		return time.Time{}
+	}
+	return s.created.Add(s.ttl)
+}
+
+// Usage returns the disk space used and available to the sandbox.
+func (s *Sandbox) DiskUsage() (used, total int64, err error) {
+	if s.vol == nil {
+		return 0, 0, nil
+	}
+	return s.vol.Usage()
+}
+
 // Cgroup is the sandbox's resource group (nil in unsafe mode).
 func (s *Sandbox) Cgroup() *cgroup.Group { return s.cg }
 
-// Session is a kernel with the cgroup it runs in.
-type Session struct {
+// Kernel is a kernel of the sandbox with the cgroup it runs in.
+type Kernel struct {
 	*kernel.Kernel
 	cg *cgroup.Group
 }
 
-// Cgroup is the session's own group, a child of the sandbox's.
-func (s *Session) Cgroup() *cgroup.Group { return s.cg }
+// Cgroup is the kernel's own group, a child of the sandbox's.
+func (k *Kernel) Cgroup() *cgroup.Group { return k.cg }
 
 // Close ends the kernel and removes its cgroup.
-func (s *Session) Close() error {
-	err := s.Kernel.Close()
-	if s.cg != nil {
-		err = errors.Join(err, s.cg.Remove())
+func (k *Kernel) Close() error {
+	err := k.Kernel.Close()
+	if k.cg != nil {
+		err = errors.Join(err, k.cg.Remove())
 	}
 	return err
 }
 
 // StartKernel starts a kernel for lang in the sandbox.
-func (s *Sandbox) StartKernel(ctx context.Context, lang kernel.Language) (*Session, error) {
+func (s *Sandbox) StartKernel(ctx context.Context, lang kernel.Language) (*Kernel, error) {
 	spec := jail.Spec{
 		Home:     s.home,
 		Tmp:      s.tmp,
@@ -247,7 +296,7 @@ func (s *Sandbox) StartKernel(ctx context.Context, lang kernel.Language) (*Sessi
 		}
 		return nil, err
 	}
-	return &Session{Kernel: k, cg: cg}, nil
+	return &Kernel{Kernel: k, cg: cg}, nil
 }
 
 // Run executes code once in a fresh kernel that is destroyed afterwards,
@@ -261,8 +310,23 @@ func (s *Sandbox) Run(ctx context.Context, lang kernel.Language, code string, ti
 	return k.Execute(ctx, code, cmp.Or(timeout, s.limits.DefaultTimeout))
 }
 
+// Close ends every session and process of the sandbox, removes its cgroup
+// and unmounts its disk, keeping the files for a later Create of the same id.
+func (s *Sandbox) Close(ctx context.Context) error {
+	s.closeSessions()
+	var errs []error
+	if s.cg != nil {
+		errs = append(errs, s.cg.Remove())
+	}
+	if s.vol != nil {
+		errs = append(errs, s.vol.Unmount(ctx))
+	}
+	return errors.Join(errs...)
+}
+
 // Destroy kills everything in the sandbox and deletes its files and cgroup.
 func (s *Sandbox) Destroy(ctx context.Context) error {
+	s.closeSessions()
 	var errs []error
 	if s.cg != nil {
 		errs = append(errs, s.cg.Remove())
@@ -290,4 +354,36 @@ func checkTraversable(dir string) error {
 			return nil
 		}
 	}
+}
+
+// meta is what a sandbox keeps on disk about itself.
+type meta struct {
+	ID      string            `json:"id"`
+	UID     int               `json:"uid"`
+	Created time.Time         `json:"created"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	TTL     time.Duration     `json:"ttl,omitempty"`
+	Limits  Limits            `json:"limits"`
+}
+
+func readMeta(dir string) (meta, bool) {
+	var m meta
+	b, err := os.ReadFile(filepath.Join(dir, "sandbox.json"))
+	if err != nil || json.Unmarshal(b, &m) != nil || m.UID == 0 {
+		return meta{}, false
+	}
+	return m, true
+}
+
+// writeMeta replaces sandbox.json atomically.
+func (s *Sandbox) writeMeta() error {
+	b, err := json.MarshalIndent(meta{ID: s.id, UID: s.uid, Created: s.created, Labels: s.labels, TTL: s.ttl, Limits: s.limits}, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(s.dir, ".sandbox.json.tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("sandbox %s: writing its metadata: %w", s.id, err)
+	}
+	return os.Rename(tmp, filepath.Join(s.dir, "sandbox.json"))
 }

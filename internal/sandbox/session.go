@@ -1,0 +1,339 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/codecell/codecell/internal/kernel"
+)
+
+// Errors about sessions.
+var (
+	ErrNoSession = errors.New("session not found")
+	ErrCapacity  = errors.New("capacity reached")
+)
+
+// A Session is a named kernel that keeps state across executions. Its id is
+// per language: the Python session "s1" and the JavaScript session "s1" are
+// two sessions. Executions on one session run one at a time, in arrival
+// order; a kernel that died is replaced on the next execution.
+type Session struct {
+	ID       string
+	Language kernel.Language
+	Created  time.Time
+
+	sb    *Sandbox
+	queue fifo // one execution at a time, first come first served
+
+	mu       sync.Mutex // guards the fields below
+	k        *Kernel    // nil until started, and after the kernel died
+	lastUsed time.Time
+	cells    int
+	running  bool
+	closed   bool
+}
+
+// SessionInfo describes a session for listings.
+type SessionInfo struct {
+	ID         string          `json:"session_id"`
+	Language   kernel.Language `json:"language"`
+	Created    time.Time       `json:"created_at"`
+	LastUsed   time.Time       `json:"last_used_at"`
+	Executions int             `json:"execution_count"`
+	Busy       bool            `json:"busy"`
+	Alive      bool            `json:"alive"`
+}
+
+// Info returns the session's state.
+func (s *Session) Info() SessionInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SessionInfo{ID: s.ID, Language: s.Language, Created: s.Created, LastUsed: s.lastUsed,
+		Executions: s.cells, Busy: s.running, Alive: s.k != nil && s.k.Alive()}
+}
+
+// Result is a kernel result plus what the session did about it.
+type Result struct {
+	*kernel.Result
+	// Restarted is set when the kernel died during this execution (it was
+	// killed at its timeout, ran out of memory, or crashed): the session
+	// starts a fresh kernel on its next execution, and its state is lost.
+	Restarted bool
+}
+
+// Execute runs code in the session, starting its kernel if needed.
+func (s *Session) Execute(ctx context.Context, code string, timeout time.Duration) (*Result, error) {
+	if err := s.queue.Lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.queue.Unlock()
+	k, err := s.kernel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.setRunning(true)
+	res, err := k.Execute(ctx, code, timeoutOr(timeout, s.sb.limits.DefaultTimeout))
+	s.setRunning(false)
+	if err != nil {
+		s.drop(k)
+		return nil, err
+	}
+	out := &Result{Result: res}
+	if res.Died {
+		s.drop(k)
+		out.Restarted = true
+	}
+	return out, nil
+}
+
+// Start starts the session's kernel now rather than at its first execution.
+func (s *Session) Start(ctx context.Context) error {
+	if err := s.queue.Lock(ctx); err != nil {
+		return err
+	}
+	defer s.queue.Unlock()
+	_, err := s.kernel(ctx)
+	return err
+}
+
+// kernel returns the live kernel, starting one if there is none.
+// Preconditions: s.queue is held.
+func (s *Session) kernel(ctx context.Context) (*Kernel, error) {
+	s.mu.Lock()
+	k, closed := s.k, s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("%w: %s session %q was ended", ErrNoSession, s.Language, s.ID)
+	}
+	if k != nil && k.Alive() {
+		return k, nil
+	}
+	if k != nil {
+		s.drop(k)
+	}
+	k, err := s.sb.StartKernel(ctx, s.Language)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed { // ended while starting
+		k.Close()
+		return nil, fmt.Errorf("%w: %s session %q was ended", ErrNoSession, s.Language, s.ID)
+	}
+	s.k = k
+	return k, nil
+}
+
+func (s *Session) setRunning(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running = on
+	s.lastUsed = time.Now()
+	if !on {
+		s.cells++
+	}
+}
+
+// drop closes k if it is still the session's kernel.
+func (s *Session) drop(k *Kernel) {
+	s.mu.Lock()
+	if s.k == k {
+		s.k = nil
+	}
+	s.mu.Unlock()
+	k.Close()
+}
+
+// Interrupt interrupts the running execution, if any.
+func (s *Session) Interrupt() error {
+	s.mu.Lock()
+	k := s.k
+	s.mu.Unlock()
+	if k == nil {
+		return nil
+	}
+	return k.Interrupt()
+}
+
+// close ends the session at once, killing a running execution.
+func (s *Session) close() {
+	s.mu.Lock()
+	k := s.k
+	s.k, s.closed = nil, true
+	s.mu.Unlock()
+	if k != nil {
+		k.Close()
+	}
+}
+
+func (s *Session) idleSince() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastUsed, s.running
+}
+
+type sessionKey struct {
+	lang kernel.Language
+	id   string
+}
+
+// sessions is a sandbox's set of sessions.
+type sessions struct {
+	mu sync.Mutex
+	m  map[sessionKey]*Session
+}
+
+// OpenSession returns the session id of lang, creating it if create is set
+// (an empty id makes up a new one). It does not start the kernel.
+func (s *Sandbox) OpenSession(lang kernel.Language, id string, create bool) (sess *Session, created bool, err error) {
+	if id == "" {
+		if !create {
+			return nil, false, fmt.Errorf("%w: no session id", ErrNoSession)
+		}
+		id = newSessionID()
+	}
+	if !validID.MatchString(id) {
+		return nil, false, fmt.Errorf("invalid session id %q: use 1-64 letters, digits, '-' or '_'", id)
+	}
+	s.sessions.mu.Lock()
+	defer s.sessions.mu.Unlock()
+	key := sessionKey{lang, id}
+	if sess := s.sessions.m[key]; sess != nil {
+		return sess, false, nil
+	}
+	if !create {
+		return nil, false, fmt.Errorf("%w: no %s session %q", ErrNoSession, lang, id)
+	}
+	if n := len(s.sessions.m); n >= s.cfg.MaxSessions {
+		return nil, false, fmt.Errorf("%w: the sandbox has %d sessions, its limit; end one first", ErrCapacity, n)
+	}
+	if s.sessions.m == nil {
+		s.sessions.m = map[sessionKey]*Session{}
+	}
+	now := time.Now()
+	sess = &Session{ID: id, Language: lang, Created: now, lastUsed: now, sb: s}
+	s.sessions.m[key] = sess
+	return sess, true, nil
+}
+
+// EndSession ends a session and frees its processes at once.
+func (s *Sandbox) EndSession(lang kernel.Language, id string) error {
+	s.sessions.mu.Lock()
+	sess := s.sessions.m[sessionKey{lang, id}]
+	delete(s.sessions.m, sessionKey{lang, id})
+	s.sessions.mu.Unlock()
+	if sess == nil {
+		return fmt.Errorf("%w: no %s session %q", ErrNoSession, lang, id)
+	}
+	sess.close()
+	return nil
+}
+
+// Sessions lists the sessions of lang ("" for all), oldest first.
+func (s *Sandbox) Sessions(lang kernel.Language) []*Session {
+	s.sessions.mu.Lock()
+	var out []*Session
+	for k, sess := range s.sessions.m {
+		if lang == "" || k.lang == lang {
+			out = append(out, sess)
+		}
+	}
+	s.sessions.mu.Unlock()
+	slices.SortFunc(out, func(a, b *Session) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// ReapIdle ends the sessions idle for longer than maxIdle and returns how many.
+func (s *Sandbox) ReapIdle(maxIdle time.Duration) int {
+	n := 0
+	for _, sess := range s.Sessions("") {
+		last, running := sess.idleSince()
+		if !running && time.Since(last) > maxIdle {
+			if s.EndSession(sess.Language, sess.ID) == nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// closeSessions ends every session.
+func (s *Sandbox) closeSessions() {
+	for _, sess := range s.Sessions("") {
+		s.EndSession(sess.Language, sess.ID)
+	}
+}
+
+func newSessionID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func timeoutOr(t, def time.Duration) time.Duration {
+	if t > 0 {
+		return t
+	}
+	return def
+}
+
+// fifo is a lock granted in arrival order, so executions queued on one
+// session never overtake each other.
+type fifo struct {
+	mu      sync.Mutex
+	busy    bool
+	waiters []chan struct{}
+}
+
+// Lock waits for the lock or for ctx to end.
+func (f *fifo) Lock(ctx context.Context) error {
+	f.mu.Lock()
+	if !f.busy {
+		f.busy = true
+		f.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	f.waiters = append(f.waiters, ch)
+	f.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		f.mu.Lock()
+		if i := slices.Index(f.waiters, ch); i >= 0 {
+			f.waiters = slices.Delete(f.waiters, i, i+1)
+			f.mu.Unlock()
+			return ctx.Err()
+		}
+		f.mu.Unlock()
+		// Granted while giving up: pass the lock on.
+		f.Unlock()
+		return ctx.Err()
+	}
+}
+
+// Unlock hands the lock to the longest waiter.
+func (f *fifo) Unlock() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.waiters) == 0 {
+		f.busy = false
+		return
+	}
+	close(f.waiters[0])
+	f.waiters = f.waiters[1:]
+}
