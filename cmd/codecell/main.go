@@ -16,6 +16,7 @@ import (
 const usage = `codecell runs untrusted Python and JavaScript in Linux sandboxes.
 
 Usage:
+  codecell serve [flags]        serve the HTTP API (AIO Sandbox compatible)
   codecell run [flags] FILE|-   run code once in a fresh sandbox
   codecell doctor [flags]       check every isolation layer and the runtimes
   codecell version              print the version
@@ -38,6 +39,8 @@ func main() {
 	defer stop()
 	var err error
 	switch verb, args := os.Args[1], os.Args[2:]; verb {
+	case "serve":
+		err = serveCmd(ctx, args)
 	case "run":
 		err = runCmd(ctx, args)
 	case "doctor":

@@ -6,6 +6,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,22 +32,10 @@ type Check struct {
 	Fix    string `json:"fix,omitempty"`
 }
 
-// Run checks every layer. cfg is the configuration code would run with;
-// its Cgroups may be nil (then detection is reported as missing).
+// Run checks every layer: the prerequisites, then a live jail. cfg is the
+// configuration code would run with; its Cgroups may be nil.
 func Run(ctx context.Context, cfg sandbox.Config) []Check {
-	var checks []Check
-	add := func(c Check) { checks = append(checks, c) }
-
-	add(checkRoot())
-	add(checkBwrap())
-	add(checkUserns())
-	add(checkSeccomp())
-	cg := checkCgroups()
-	add(cg)
-	add(checkQuota())
-	add(checkPython(cfg.Python))
-	add(checkNode(cfg.Node))
-
+	checks := Prerequisites(cfg)
 	for _, c := range checks {
 		if !c.OK {
 			return append(checks, Check{Layer: "live jail", Detail: "not attempted: fix the missing layers above first"})
@@ -56,6 +45,20 @@ func Run(ctx context.Context, cfg sandbox.Config) []Check {
 		cfg.Cgroups, _ = cgroup.Detect()
 	}
 	return append(checks, probe(ctx, cfg)...)
+}
+
+// Prerequisites checks what the host offers, without starting a jail.
+func Prerequisites(cfg sandbox.Config) []Check {
+	return []Check{
+		checkRoot(),
+		checkBwrap(),
+		checkUserns(),
+		checkSeccomp(),
+		checkCgroups(),
+		checkQuota(),
+		checkPython(cfg.Python),
+		checkNode(cfg.Node),
+	}
 }
 
 func checkRoot() Check {
@@ -142,32 +145,56 @@ func checkQuota() Check {
 	return Check{Layer: "disk quota", OK: true, Detail: "loop-mounted ext4 image per sandbox"}
 }
 
-func checkPython(python string) Check {
-	c := Check{Layer: "python"}
-	if python == "" {
-		python = "/usr/bin/python3"
-	}
-	out, err := exec.Command(python, "-c", "import sys, IPython, pandas, matplotlib, numpy; print(sys.version.split()[0], 'IPython', IPython.__version__, 'pandas', pandas.__version__, 'matplotlib', matplotlib.__version__, 'numpy', numpy.__version__)").CombinedOutput()
+// Python reports the version of the interpreter at path (empty: Debian's
+// /usr/bin/python3) and of the data packages the kernels rely on.
+func Python(path string) (version string, packages map[string]string, err error) {
+	path = cmp.Or(path, "/usr/bin/python3")
+	out, err := exec.Command(path, "-c", "import sys, json, IPython, pandas, matplotlib, numpy; print(json.dumps([sys.version.split()[0], {m.__name__: m.__version__ for m in (IPython, pandas, matplotlib, numpy)}]))").CombinedOutput()
 	if err != nil {
-		c.Detail = fmt.Sprintf("%s: %s", python, lastLine(out, err))
+		return "", nil, fmt.Errorf("%s: %s", path, lastLine(out, err))
+	}
+	var v []json.RawMessage
+	if err := json.Unmarshal(out, &v); err != nil || len(v) != 2 {
+		return "", nil, fmt.Errorf("%s: unexpected output %q", path, out)
+	}
+	json.Unmarshal(v[0], &version)
+	json.Unmarshal(v[1], &packages)
+	return version, packages, nil
+}
+
+// Node reports the version of the Node.js at path (empty: /usr/bin/node),
+// checking that the internals the JavaScript kernel uses are there.
+func Node(path string) (version string, err error) {
+	path = cmp.Or(path, "/usr/bin/node")
+	out, err := exec.Command(path, "--expose-internals", "-e", "require('internal/repl/await'); console.log(process.versions.node)").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s: %s", path, lastLine(out, err))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func checkPython(path string) Check {
+	c := Check{Layer: "python"}
+	v, pkgs, err := Python(path)
+	if err != nil {
+		c.Detail = err.Error()
 		c.Fix = "apt-get install python3 python3-ipython python3-pandas python3-matplotlib python3-numpy (or run scripts/setup.sh)"
 		return c
 	}
-	c.OK, c.Detail = true, fmt.Sprintf("%s %s", python, strings.TrimSpace(string(out)))
+	c.OK = true
+	c.Detail = fmt.Sprintf("%s %s IPython %s pandas %s matplotlib %s numpy %s", cmp.Or(path, "/usr/bin/python3"), v,
+		pkgs["IPython"], pkgs["pandas"], pkgs["matplotlib"], pkgs["numpy"])
 	return c
 }
 
-func checkNode(node string) Check {
+func checkNode(path string) Check {
 	c := Check{Layer: "javascript"}
-	if node == "" {
-		node = "/usr/bin/node"
-	}
-	out, err := exec.Command(node, "--expose-internals", "-e", "require('internal/repl/await'); console.log(process.version)").CombinedOutput()
+	v, err := Node(path)
 	if err != nil {
-		c.Detail, c.Fix = fmt.Sprintf("%s: %s", node, lastLine(out, err)), "apt-get install nodejs (Node.js 18 or newer)"
+		c.Detail, c.Fix = err.Error(), "apt-get install nodejs (Node.js 18 or newer)"
 		return c
 	}
-	c.OK, c.Detail = true, fmt.Sprintf("%s %s", node, strings.TrimSpace(string(out)))
+	c.OK, c.Detail = true, fmt.Sprintf("%s v%s", cmp.Or(path, "/usr/bin/node"), v)
 	return c
 }
 

@@ -258,10 +258,28 @@ func (k *Kernel) readFrames(r *os.File, maxFrame int64) {
 	}
 }
 
-// Execute runs one cell. A cell still running at timeout is interrupted
+// Request is one cell to run.
+type Request struct {
+	Code string
+	// Timeout bounds the cell; 0 means 30s.
+	Timeout time.Duration
+	// Cwd, if set, is the working directory (as code sees it) to run in;
+	// it stays the kernel's working directory afterwards.
+	Cwd string
+	// Stdin, if set, is what the cell reads as standard input.
+	Stdin string
+}
+
+// Execute runs code as one cell; see Do.
+func (k *Kernel) Execute(ctx context.Context, code string, timeout time.Duration) (*Result, error) {
+	return k.Do(ctx, Request{Code: code, Timeout: timeout})
+}
+
+// Do runs one cell. A cell still running at its timeout is interrupted
 // (SIGINT: the kernel keeps its state); if it has not stopped after the grace
 // period the kernel is killed. ctx cancellation is treated the same way.
-func (k *Kernel) Execute(ctx context.Context, code string, timeout time.Duration) (*Result, error) {
+func (k *Kernel) Do(ctx context.Context, req Request) (*Result, error) {
+	code, timeout := req.Code, req.Timeout
 	if !k.mu.TryLock() {
 		return nil, ErrBusy
 	}
@@ -275,7 +293,7 @@ func (k *Kernel) Execute(ctx context.Context, code string, timeout time.Duration
 	if !utf8.ValidString(code) {
 		code = strings.ToValidUTF8(code, "\uFFFD")
 	}
-	if err := k.send(map[string]any{"type": "execute", "id": id, "code": code, "max_output": k.cfg.maxOutput()}); err != nil {
+	if err := k.send(map[string]any{"type": "execute", "id": id, "code": code, "cwd": req.Cwd, "stdin": req.Stdin, "max_output": k.cfg.maxOutput()}); err != nil {
 		k.dead = err
 		return nil, fmt.Errorf("%w: sending the cell: %w", ErrDead, err)
 	}

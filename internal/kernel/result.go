@@ -21,10 +21,11 @@ type Output struct {
 	Traceback      []string       `json:"traceback,omitempty"`
 }
 
-// MarshalJSON writes the fields each output type has in Jupyter's format,
-// so that an error keeps an empty evalue and a stream an empty text.
-func (o Output) MarshalJSON() ([]byte, error) {
-	m := map[string]any{"output_type": o.OutputType}
+// V1 returns o with the nine keys of the AIO v1 output schema, null where
+// its type does not use them.
+func (o Output) V1() map[string]any {
+	m := map[string]any{"output_type": o.OutputType, "name": nil, "text": nil, "data": nil, "metadata": nil,
+		"execution_count": nil, "ename": nil, "evalue": nil, "traceback": nil}
 	switch o.OutputType {
 	case "stream":
 		m["name"], m["text"] = o.Name, o.Text
@@ -34,6 +35,18 @@ func (o Output) MarshalJSON() ([]byte, error) {
 		m["data"], m["metadata"] = nonNilMap(o.Data), nonNilMap(o.Metadata)
 		if o.ExecutionCount != nil {
 			m["execution_count"] = *o.ExecutionCount
+		}
+	}
+	return m
+}
+
+// MarshalJSON writes only the keys the output's type uses, as Jupyter does
+// (and the AIO v2 API): an error keeps an empty evalue, a stream an empty text.
+func (o Output) MarshalJSON() ([]byte, error) {
+	m := o.V1()
+	for k, v := range m {
+		if v == nil {
+			delete(m, k)
 		}
 	}
 	return json.Marshal(m)
@@ -55,11 +68,11 @@ func nonNilMap(m map[string]any) map[string]any {
 
 // Result is what one cell produced.
 type Result struct {
-	Status         string        `json:"status"` // ok, error or timeout
-	ExecutionCount int           `json:"execution_count"`
-	Outputs        []Output      `json:"outputs"`
-	Truncated      bool          `json:"truncated,omitempty"`
-	Usage          Usage         `json:"-"`
+	Status         string   `json:"status"` // ok, error or timeout
+	ExecutionCount int      `json:"execution_count"`
+	Outputs        []Output `json:"outputs"`
+	Truncated      bool     `json:"truncated,omitempty"`
+	Usage          Usage    `json:"-"`
 	// Died is set when the kernel ended during the cell; it cannot run more.
 	Died bool `json:"-"`
 

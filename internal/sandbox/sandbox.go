@@ -49,8 +49,8 @@ var DefaultLimits = Limits{
 	DefaultTimeout: 30 * time.Second,
 }
 
-// or fills l's zero fields from d.
-func (l Limits) or(d Limits) Limits {
+// Or fills l's zero fields from d.
+func (l Limits) Or(d Limits) Limits {
 	return Limits{
 		MemoryBytes:    cmp.Or(l.MemoryBytes, d.MemoryBytes),
 		Pids:           cmp.Or(l.Pids, d.Pids),
@@ -74,7 +74,7 @@ type Config struct {
 	// empty means "codecell".
 	CgroupParent string
 	Limits       Limits
-	// MaxSessions bounds the sessions of one sandbox; 0 means 20.
+	// MaxSessions bounds the sessions of one sandbox; 0 means DefaultMaxSessions.
 	MaxSessions int
 	// Python and Node are the interpreters (see kernel.Config).
 	Python, Node string
@@ -115,6 +115,9 @@ type Sandbox struct {
 	sessions sessions
 }
 
+// DefaultMaxSessions is the number of sessions a sandbox may have unless configured.
+const DefaultMaxSessions = 20
+
 var validID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // UIDBase starts the range of host uids given to sandboxes: far above the
@@ -136,8 +139,8 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 	if cfg.DataDir == "" {
 		return nil, errors.New("sandbox: no data directory configured")
 	}
-	lim := opt.Limits.or(cfg.Limits).or(DefaultLimits)
-	cfg.MaxSessions = cmp.Or(cfg.MaxSessions, 20)
+	lim := opt.Limits.Or(cfg.Limits).Or(DefaultLimits)
+	cfg.MaxSessions = cmp.Or(cfg.MaxSessions, DefaultMaxSessions)
 	s := &Sandbox{cfg: cfg, id: opt.ID, uid: opt.UID, limits: lim,
 		created: time.Now(), labels: opt.Labels, ttl: opt.TTL}
 	s.dir = filepath.Join(cfg.DataDir, "sandboxes", opt.ID)
@@ -302,12 +305,18 @@ func (s *Sandbox) StartKernel(ctx context.Context, lang kernel.Language) (*Kerne
 // Run executes code once in a fresh kernel that is destroyed afterwards,
 // with every process it started. timeout 0 means the sandbox's default.
 func (s *Sandbox) Run(ctx context.Context, lang kernel.Language, code string, timeout time.Duration) (*kernel.Result, error) {
+	return s.RunRequest(ctx, lang, kernel.Request{Code: code, Timeout: timeout})
+}
+
+// RunRequest is Run with every option of a cell.
+func (s *Sandbox) RunRequest(ctx context.Context, lang kernel.Language, req kernel.Request) (*kernel.Result, error) {
 	k, err := s.StartKernel(ctx, lang)
 	if err != nil {
 		return nil, err
 	}
 	defer k.Close()
-	return k.Execute(ctx, code, cmp.Or(timeout, s.limits.DefaultTimeout))
+	req.Timeout = cmp.Or(req.Timeout, s.limits.DefaultTimeout)
+	return k.Do(ctx, req)
 }
 
 // Close ends every session and process of the sandbox, removes its cgroup

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/codecell/codecell/internal/jail"
 	"github.com/codecell/codecell/internal/kernel"
 )
 
@@ -34,6 +36,8 @@ type Session struct {
 
 	mu       sync.Mutex // guards the fields below
 	k        *Kernel    // nil until started, and after the kernel died
+	cwd      string     // working directory of executions that name none
+	maxIdle  time.Duration
 	lastUsed time.Time
 	cells    int
 	running  bool
@@ -44,6 +48,8 @@ type Session struct {
 type SessionInfo struct {
 	ID         string          `json:"session_id"`
 	Language   kernel.Language `json:"language"`
+	Cwd        string          `json:"cwd"`
+	MaxIdle    time.Duration   `json:"-"`
 	Created    time.Time       `json:"created_at"`
 	LastUsed   time.Time       `json:"last_used_at"`
 	Executions int             `json:"execution_count"`
@@ -55,7 +61,8 @@ type SessionInfo struct {
 func (s *Session) Info() SessionInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return SessionInfo{ID: s.ID, Language: s.Language, Created: s.Created, LastUsed: s.lastUsed,
+	return SessionInfo{ID: s.ID, Language: s.Language, Cwd: cmp.Or(s.cwd, jail.HomeDir), MaxIdle: s.maxIdle,
+		Created: s.Created, LastUsed: s.lastUsed,
 		Executions: s.cells, Busy: s.running, Alive: s.k != nil && s.k.Alive()}
 }
 
@@ -68,8 +75,8 @@ type Result struct {
 	Restarted bool
 }
 
-// Execute runs code in the session, starting its kernel if needed.
-func (s *Session) Execute(ctx context.Context, code string, timeout time.Duration) (*Result, error) {
+// Execute runs a cell in the session, starting its kernel if needed.
+func (s *Session) Execute(ctx context.Context, req kernel.Request) (*Result, error) {
 	if err := s.queue.Lock(ctx); err != nil {
 		return nil, err
 	}
@@ -78,8 +85,12 @@ func (s *Session) Execute(ctx context.Context, code string, timeout time.Duratio
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	req.Cwd = cmp.Or(req.Cwd, s.cwd)
+	s.mu.Unlock()
 	s.setRunning(true)
-	res, err := k.Execute(ctx, code, timeoutOr(timeout, s.sb.limits.DefaultTimeout))
+	req.Timeout = timeoutOr(req.Timeout, s.sb.limits.DefaultTimeout)
+	res, err := k.Do(ctx, req)
 	s.setRunning(false)
 	if err != nil {
 		s.drop(k)
@@ -152,6 +163,15 @@ func (s *Session) drop(k *Kernel) {
 	k.Close()
 }
 
+// Configure sets the working directory of executions that name none ("":
+// unchanged) and how long the session may stay idle (0: unchanged).
+func (s *Session) Configure(cwd string, maxIdle time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cwd = cmp.Or(cwd, s.cwd)
+	s.maxIdle = cmp.Or(maxIdle, s.maxIdle)
+}
+
 // Interrupt interrupts the running execution, if any.
 func (s *Session) Interrupt() error {
 	s.mu.Lock()
@@ -174,10 +194,12 @@ func (s *Session) close() {
 	}
 }
 
-func (s *Session) idleSince() (time.Time, bool) {
+// idle reports whether the session has been unused for longer than its own
+// limit, or than def if it has none.
+func (s *Session) idle(def time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lastUsed, s.running
+	return !s.running && time.Since(s.lastUsed) > cmp.Or(s.maxIdle, def)
 }
 
 type sessionKey struct {
@@ -256,15 +278,13 @@ func (s *Sandbox) Sessions(lang kernel.Language) []*Session {
 	return out
 }
 
-// ReapIdle ends the sessions idle for longer than maxIdle and returns how many.
+// ReapIdle ends the sessions idle for longer than their own limit or, for
+// those without one, than maxIdle, and returns how many.
 func (s *Sandbox) ReapIdle(maxIdle time.Duration) int {
 	n := 0
 	for _, sess := range s.Sessions("") {
-		last, running := sess.idleSince()
-		if !running && time.Since(last) > maxIdle {
-			if s.EndSession(sess.Language, sess.ID) == nil {
-				n++
-			}
+		if sess.idle(maxIdle) && s.EndSession(sess.Language, sess.ID) == nil {
+			n++
 		}
 	}
 	return n

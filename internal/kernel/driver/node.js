@@ -17,6 +17,7 @@ const util = require('util');
 const vm = require('vm');
 const { createRequire } = require('module');
 const { Console } = require('console');
+const { Readable } = require('stream');
 // The Node REPL's own rewriting of top-level await (needs --expose-internals).
 const { processTopLevelAwait } = require('internal/repl/await');
 
@@ -169,6 +170,9 @@ async function run(req) {
   executionCount++;
   let status = 'ok';
   try {
+    if (req.cwd) process.chdir(req.cwd);
+    // Standard input is the request's text (fd 0 itself is /dev/null).
+    Object.defineProperty(process, 'stdin', { value: Readable.from([String(req.stdin || '')]), configurable: true });
     const code = String(req.code || '');
     if (code.trim() !== '') {
       const value = await evaluate(code);

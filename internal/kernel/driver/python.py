@@ -8,6 +8,7 @@
 # Whatever user code writes to sys.stdout, sys.stderr or fds 1 and 2 is
 # wrapped here as stream output; it can never be read by the server as a frame.
 import codecs
+import io
 import json
 import os
 import select
@@ -308,6 +309,10 @@ def run(req):
     status = "ok"
     cell.running = True
     try:
+        if req.get("cwd"):
+            os.chdir(req["cwd"])
+        # Standard input is the request's text (fd 0 itself is /dev/null).
+        sys.stdin = io.StringIO(req.get("stdin") or "")
         result = shell.run_cell(req.get("code", ""), store_history=True)
         _flush_figures()
         if not result.success:
@@ -315,6 +320,9 @@ def run(req):
     except KeyboardInterrupt:
         status = "error"
         emit({"output_type": "error", "ename": "KeyboardInterrupt", "evalue": "", "traceback": ["KeyboardInterrupt"]})
+    except OSError as e:  # the requested working directory
+        status = "error"
+        emit({"output_type": "error", "ename": type(e).__name__, "evalue": str(e), "traceback": ["%s: %s" % (type(e).__name__, e)]})
     finally:
         cell.running = False
     if os.getpid() != MAIN_PID:

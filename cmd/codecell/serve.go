@@ -1,0 +1,134 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/codecell/codecell/internal/api"
+	"github.com/codecell/codecell/internal/doctor"
+	"github.com/codecell/codecell/internal/sandbox"
+)
+
+func serveCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	var c common
+	c.register(fs)
+	addr := fs.String("addr", env("CODECELL_ADDR", "127.0.0.1:18091"), "address to listen on (CODECELL_ADDR)")
+	apiKey := fs.String("api-key", cmp.Or(os.Getenv("CODECELL_API_KEY"), os.Getenv("AIO_API_KEY")), "API key required on every route but /health (CODECELL_API_KEY or AIO_API_KEY)")
+	insecure := fs.Bool("insecure", envBool("CODECELL_INSECURE"), "allow listening on a non-loopback address without an API key (CODECELL_INSECURE)")
+	maxSandboxes := fs.Int("max-sandboxes", envInt("CODECELL_MAX_SANDBOXES", 100), "live sandboxes at most (CODECELL_MAX_SANDBOXES)")
+	maxSessions := fs.Int("max-sessions", envInt("CODECELL_MAX_SESSIONS", sandbox.DefaultMaxSessions), "sessions per sandbox at most (CODECELL_MAX_SESSIONS)")
+	idle := fs.Duration("session-idle", envDuration("CODECELL_SESSION_IDLE", 5*time.Minute), "end sessions idle for this long (CODECELL_SESSION_IDLE)")
+	defTimeout := fs.Duration("default-timeout", envDuration("CODECELL_DEFAULT_TIMEOUT", 30*time.Second), "execution timeout when a request gives none (CODECELL_DEFAULT_TIMEOUT)")
+	maxTimeout := fs.Duration("max-timeout", envDuration("CODECELL_MAX_TIMEOUT", 900*time.Second), "largest execution timeout a request may ask for (CODECELL_MAX_TIMEOUT)")
+	maxBody := fs.String("max-body", env("CODECELL_MAX_BODY", "16M"), "largest JSON request body (CODECELL_MAX_BODY)")
+	logFormat := fs.String("log-format", env("CODECELL_LOG_FORMAT", "text"), "text or json (CODECELL_LOG_FORMAT)")
+	fs.Parse(args)
+
+	var handler slog.Handler = slog.NewTextHandler(os.Stderr, nil)
+	if *logFormat == "json" {
+		handler = slog.NewJSONHandler(os.Stderr, nil)
+	}
+	log := slog.New(handler)
+	bodyBytes, err := parseSize(*maxBody)
+	if err != nil {
+		return fmt.Errorf("--max-body: %w", err)
+	}
+	if *apiKey == "" && !*insecure && !isLoopback(*addr) {
+		return fmt.Errorf("refusing to serve on %s without an API key: set --api-key (or CODECELL_API_KEY), or pass --insecure", *addr)
+	}
+	cfg, err := c.sandboxConfig(log)
+	if err != nil {
+		return err
+	}
+	cfg.MaxSessions = *maxSessions
+	cfg.Limits.DefaultTimeout = *defTimeout
+	mgr := sandbox.NewManager(sandbox.ManagerConfig{Sandbox: cfg, MaxSandboxes: *maxSandboxes, SessionIdle: *idle, Logger: log})
+
+	layers := doctor.Prerequisites(cfg)
+	for _, l := range layers {
+		if !l.OK && !c.unsafe {
+			return fmt.Errorf("%s is missing (%s); run `codecell doctor` for how to fix it", l.Layer, l.Detail)
+		}
+	}
+	h := api.New(api.Config{
+		Manager:        mgr,
+		APIKey:         *apiKey,
+		MaxBodyBytes:   bodyBytes,
+		DefaultTimeout: *defTimeout,
+		MaxTimeout:     *maxTimeout,
+		Version:        version,
+		Layers:         layers,
+		Logger:         log,
+	})
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
+	}
+	reapCtx, stopReaper := context.WithCancel(ctx)
+	defer stopReaper()
+	go mgr.Run(reapCtx)
+
+	log.Info("codecell serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "api_key", *apiKey != "", "sandbox", !c.unsafe)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		mgr.Shutdown(context.Background())
+		return err
+	case <-ctx.Done():
+	}
+
+	// Stop accepting, end every execution by ending its kernel, then wait
+	// for the replies; nothing of any sandbox is left running or mounted.
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(shutdownCtx) }()
+	mgrErr := mgr.Shutdown(shutdownCtx)
+	srvErr := <-done
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		srvErr = errors.Join(srvErr, err)
+	}
+	if err := errors.Join(mgrErr, srvErr); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped cleanly")
+	return nil
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return d
+	}
+	return def
+}

@@ -1,0 +1,312 @@
+// Package api serves codecell over HTTP: the routes, request and response
+// shapes of the AIO Sandbox API (v1, and v2 as its guide describes it), the
+// sandboxes API, and what a multi-tenant server needs around them: API keys,
+// body limits and errors that name the problem. Handlers only translate
+// between HTTP and the sandbox and files packages, which do the work.
+//
+// Every route is served twice: unscoped (/v1/..., /v2/...) for the default
+// sandbox, so codecell stands in for one AIO container, and under
+// /sandboxes/{sandbox_id}/ for any sandbox, so an SDK given that base URL
+// works unchanged.
+package api
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/codecell/codecell/internal/doctor"
+	"github.com/codecell/codecell/internal/kernel"
+	"github.com/codecell/codecell/internal/sandbox"
+)
+
+// Config configures the API.
+type Config struct {
+	Manager *sandbox.Manager
+	// APIKey, if set, is required on every route but /health.
+	APIKey string
+	// MaxBodyBytes bounds JSON request bodies; 0 means 16 MiB.
+	MaxBodyBytes int64
+	// DefaultTimeout and MaxTimeout bound executions; 0 means 30s and 900s.
+	DefaultTimeout, MaxTimeout time.Duration
+	// Version is reported by the info routes.
+	Version string
+	// Layers are the isolation checks reported by /v1/capabilities.
+	Layers []doctor.Check
+	Logger *slog.Logger
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	mux     *http.ServeMux
+	runtime runtimes
+}
+
+// New returns the API handler.
+func New(cfg Config) *Server {
+	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 16<<20)
+	cfg.DefaultTimeout = cmp.Or(cfg.DefaultTimeout, 30*time.Second)
+	cfg.MaxTimeout = cmp.Or(cfg.MaxTimeout, 900*time.Second)
+	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), mux: http.NewServeMux()}
+	s.runtime = detectRuntimes(cfg.Manager.Config().Sandbox)
+	s.routes()
+	return s
+}
+
+// sandboxHandler handles a route of one sandbox.
+type sandboxHandler func(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) error
+
+// handle registers h for pattern ("METHOD /path") on the default sandbox
+// and under /sandboxes/{sandbox_id} for every sandbox.
+func (s *Server) handle(pattern string, h sandboxHandler) {
+	method, path, _ := strings.Cut(pattern, " ")
+	s.mux.Handle(pattern, s.errors(func(w http.ResponseWriter, r *http.Request) error {
+		sb, err := s.cfg.Manager.Default(r.Context())
+		if err != nil {
+			return err
+		}
+		return h(w, r, sb)
+	}))
+	s.mux.Handle(method+" /sandboxes/{sandbox_id}"+path, s.errors(func(w http.ResponseWriter, r *http.Request) error {
+		id := r.PathValue("sandbox_id")
+		sb, err := s.cfg.Manager.Get(id)
+		if err != nil && id == sandbox.DefaultID {
+			sb, err = s.cfg.Manager.Default(r.Context())
+		}
+		if err != nil {
+			return err
+		}
+		return h(w, r, sb)
+	}))
+}
+
+// handleServer registers a route that is not about one sandbox.
+func (s *Server) handleServer(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
+	s.mux.Handle(pattern, s.errors(h))
+}
+
+// ServeHTTP authenticates, bounds the body and routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", time.Since(start))
+	}()
+	if r.URL.Path != "/health" && !s.authorized(r) {
+		writeError(sw, http.StatusUnauthorized, "missing or wrong API key: send it as `Authorization: Bearer KEY` or `X-API-Key: KEY`")
+		return
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		if !isUpload(r) {
+			r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
+		}
+		// A client sending its body slowly (slowloris) is cut off; the
+		// deadline ends with the body, so long executions are unaffected.
+		rc := http.NewResponseController(sw)
+		timeout := bodyTimeout
+		if isUpload(r) {
+			timeout = uploadTimeout
+		}
+		rc.SetReadDeadline(time.Now().Add(timeout))
+		r.Body = &deadlineBody{ReadCloser: r.Body, clear: func() { rc.SetReadDeadline(time.Time{}) }}
+	}
+	s.mux.ServeHTTP(sw, r)
+}
+
+// How long a client may take to send a request body.
+const (
+	bodyTimeout   = time.Minute
+	uploadTimeout = 15 * time.Minute
+)
+
+// deadlineBody clears the connection's read deadline once the body is read:
+// a deadline left in place would cancel the request when it passed.
+type deadlineBody struct {
+	io.ReadCloser
+	clear func()
+	done  bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !b.done {
+		b.done = true
+		b.clear()
+	}
+	return n, err
+}
+
+func isUpload(r *http.Request) bool {
+	return strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") || strings.HasSuffix(r.URL.Path, "/upload")
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	if s.cfg.APIKey == "" {
+		return true
+	}
+	key := r.Header.Get("X-API-Key")
+	if key == "" {
+		key = r.Header.Get("X-AIO-API-Key")
+	}
+	if key == "" {
+		if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			key = strings.TrimSpace(v)
+		}
+	}
+	return key != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) == 1
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// envelope is the AIO reply: {success, message, data}.
+type envelope struct {
+	Success bool   `json:"success"`
+	Message string `json:"message"`
+	Data    any    `json:"data"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+// ok replies with data in a successful envelope.
+func ok(w http.ResponseWriter, data any) error {
+	writeJSON(w, http.StatusOK, envelope{Success: true, Message: "ok", Data: data})
+	return nil
+}
+
+// httpError is an error with the status and message a client sees.
+type httpError struct {
+	status  int
+	message string
+	detail  []fieldError // 422 only
+}
+
+func (e *httpError) Error() string { return e.message }
+
+// fieldError is one FastAPI-style validation error.
+type fieldError struct {
+	Loc  []any  `json:"loc"`
+	Msg  string `json:"msg"`
+	Type string `json:"type"`
+}
+
+func errorf(status int, format string, args ...any) error {
+	return &httpError{status: status, message: fmt.Sprintf(format, args...)}
+}
+
+// invalid is a 422 for one field of the body.
+func invalid(field, msg, typ string) error {
+	return &httpError{status: http.StatusUnprocessableEntity, message: field + ": " + msg,
+		detail: []fieldError{{Loc: []any{"body", field}, Msg: msg, Type: typ}}}
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]any{"success": false, "message": msg, "data": nil, "detail": msg})
+}
+
+// errors turns a handler's error into a reply with the right status.
+func (s *Server) errors(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		var he *httpError
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &he):
+		case errors.As(err, &tooBig):
+			he = &httpError{status: http.StatusRequestEntityTooLarge, message: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)}
+		default:
+			he = &httpError{status: statusOf(err), message: err.Error()}
+		}
+		if he.status >= 500 && he.status != http.StatusServiceUnavailable && he.status != http.StatusInsufficientStorage {
+			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		if he.detail != nil {
+			writeJSON(w, he.status, map[string]any{"success": false, "message": he.message, "data": nil, "detail": he.detail})
+			return
+		}
+		writeError(w, he.status, he.message)
+	})
+}
+
+// statusOf maps the errors of the packages below to HTTP statuses.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, sandbox.ErrNoSession), errors.Is(err, os.ErrNotExist):
+		return http.StatusNotFound
+	case errors.Is(err, sandbox.ErrExists), errors.Is(err, os.ErrExist):
+		return http.StatusConflict
+	case errors.Is(err, sandbox.ErrCapacity), errors.Is(err, kernel.ErrBusy):
+		return http.StatusTooManyRequests
+	case errors.Is(err, sandbox.ErrClosed):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return 499 // the client went away
+	}
+	return http.StatusInternalServerError
+}
+
+// decode reads a JSON body into v, naming the field of a type error the way
+// FastAPI does, so clients of the AIO API see the errors they expect.
+func decode(r *http.Request, v any) error {
+	if r.Body == nil {
+		return invalid("body", "a JSON body is required", "missing")
+	}
+	// Read to the end, so that the body's read deadline is cleared.
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &te):
+			return invalid(cmp.Or(te.Field, "body"), fmt.Sprintf("expected %s, got a JSON %s", te.Type, te.Value), "type_error")
+		case len(bytes.TrimSpace(b)) == 0:
+			return invalid("body", "a JSON body is required", "missing")
+		case errors.As(err, &se):
+			return invalid("body", fmt.Sprintf("the body is not valid JSON: %v", err), "json_invalid")
+		}
+		return invalid("body", err.Error(), "value_error")
+	}
+	return nil
+}
