@@ -52,6 +52,7 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	runtime runtimes
+	docCache
 }
 
 // New returns the API handler.
@@ -276,6 +277,8 @@ func statusOf(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, sandbox.ErrCapacity), errors.Is(err, kernel.ErrBusy):
 		return http.StatusTooManyRequests
+	case errors.Is(err, sandbox.ErrInvalidID):
+		return http.StatusUnprocessableEntity
 	case errors.Is(err, sandbox.ErrClosed):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

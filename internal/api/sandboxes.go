@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -63,10 +64,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	sb, err := s.cfg.Manager.Create(r.Context(), opt)
-	if err != nil {
-		if strings.Contains(err.Error(), "invalid id") {
-			return invalid("id", err.Error(), "value_error")
-		}
+	if errors.Is(err, sandbox.ErrInvalidID) {
+		return invalid("id", err.Error(), "value_error")
+	} else if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusCreated, envelope{Success: true, Message: "sandbox created", Data: s.sandboxInfo(sb)})

@@ -128,7 +128,9 @@ func (c *Config) argv() ([]string, error) {
 	case Python:
 		return []string{cmp.Or(c.Python, "/usr/bin/python3"), "-u", "-c", pythonDriver}, nil
 	case JavaScript:
-		return []string{cmp.Or(c.Node, "/usr/bin/node"), "--expose-internals", "-e", nodeDriver}, nil
+		// One V8 worker thread: a session is one user's REPL, and every
+		// thread counts against the sandbox's process limit.
+		return []string{cmp.Or(c.Node, "/usr/bin/node"), "--expose-internals", "--v8-pool-size=1", "-e", nodeDriver}, nil
 	}
 	return nil, fmt.Errorf("kernel: unsupported language %q", c.Language)
 }
@@ -177,6 +179,10 @@ func Start(ctx context.Context, cfg Config) (*Kernel, error) {
 		return nil, fmt.Errorf("%w: %w: %s", ErrStartup, err, msg)
 	}
 	defer errCopy.Close() // its content only matters until the driver is ready
+	oomBefore := int64(0)
+	if g := cfg.Spec.Cgroup; g != nil {
+		oomBefore, _ = g.OOMKills()
+	}
 	k := &Kernel{cfg: cfg, proc: proc, req: reqW, frames: make(chan frame)}
 	go k.readFrames(frR, cfg.maxOutput()+1<<20)
 
@@ -195,9 +201,13 @@ func Start(ctx context.Context, cfg Config) (*Kernel, error) {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	oom := k.oomKills() > oomBefore
 	k.kill()
 	proc.Wait()
 	msg := drainMessage(errCopy)
+	if oom {
+		msg = "out of memory: the sandbox's memory limit is taken by what already runs in it (end a session, or give the sandbox more memory)"
+	}
 	k.Close()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()

@@ -40,7 +40,7 @@ type Limits struct {
 // DefaultLimits suit data analysis with pandas and matplotlib.
 var DefaultLimits = Limits{
 	MemoryBytes:    1 << 30,
-	Pids:           256,
+	Pids:           512,
 	CPUs:           1,
 	DiskBytes:      1 << 30,
 	OutputBytes:    1 << 20,
@@ -134,7 +134,7 @@ func PickUID() int { return UIDBase + rand.IntN(UIDRange) }
 // Create makes the sandbox's disk and cgroup, or re-opens them if they exist.
 func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error) {
 	if !validID.MatchString(opt.ID) {
-		return nil, fmt.Errorf("sandbox: invalid id %q: use 1-64 letters, digits, '-' or '_'", opt.ID)
+		return nil, fmt.Errorf("%w %q: use 1-64 letters, digits, '-' or '_'", ErrInvalidID, opt.ID)
 	}
 	if cfg.DataDir == "" {
 		return nil, errors.New("sandbox: no data directory configured")

@@ -20,6 +20,7 @@ import (
 var (
 	ErrNoSession = errors.New("session not found")
 	ErrCapacity  = errors.New("capacity reached")
+	ErrInvalidID = errors.New("invalid id")
 )
 
 // A Session is a named kernel that keeps state across executions. Its id is
@@ -223,7 +224,7 @@ func (s *Sandbox) OpenSession(lang kernel.Language, id string, create bool) (ses
 		id = newSessionID()
 	}
 	if !validID.MatchString(id) {
-		return nil, false, fmt.Errorf("invalid session id %q: use 1-64 letters, digits, '-' or '_'", id)
+		return nil, false, fmt.Errorf("%w %q for a session: use 1-64 letters, digits, '-' or '_'", ErrInvalidID, id)
 	}
 	s.sessions.mu.Lock()
 	defer s.sessions.mu.Unlock()
