@@ -25,6 +25,7 @@ type common struct {
 	cpus    float64
 	disk    string
 	output  string
+	cgroup  string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -34,6 +35,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.Int64Var(&c.pids, "pids", int64(envInt("CODECELL_PIDS", 256)), "process and thread limit per sandbox (CODECELL_PIDS)")
 	fs.Float64Var(&c.cpus, "cpus", float64(envInt("CODECELL_CPUS", 1)), "CPU quota per sandbox, in cores (CODECELL_CPUS)")
 	fs.StringVar(&c.disk, "disk", env("CODECELL_DISK", "1G"), "disk quota per sandbox for home and /tmp (CODECELL_DISK)")
+	fs.StringVar(&c.cgroup, "cgroup-parent", env("CODECELL_CGROUP_PARENT", "codecell"), "cgroup under which sandboxes' groups are made (CODECELL_CGROUP_PARENT)")
 	fs.StringVar(&c.output, "max-output", env("CODECELL_MAX_OUTPUT", "1M"), "output returned per cell; the rest is cut and marked (CODECELL_MAX_OUTPUT)")
 }
 
@@ -53,9 +55,10 @@ func (c *common) sandboxConfig(log *slog.Logger) (sandbox.Config, error) {
 	}
 	lim.Pids, lim.CPUs = c.pids, c.cpus
 	cfg := sandbox.Config{
-		DataDir: c.dataDir,
-		Jail:    jail.Config{Unsafe: c.unsafe, Logger: log},
-		Limits:  lim,
+		DataDir:      c.dataDir,
+		CgroupParent: c.cgroup,
+		Jail:         jail.Config{Unsafe: c.unsafe, Logger: log},
+		Limits:       lim,
 	}
 	if c.unsafe {
 		return cfg, nil

@@ -343,15 +343,22 @@ func (p *Process) Interrupt() error {
 	return syscall.Kill(pid, syscall.SIGINT)
 }
 
-// Kill ends the jail: killing bwrap takes its init down (--die-with-parent),
-// and the end of a pid namespace's init kills every process in it, daemons
-// included. Callers that need certainty also kill the jail's cgroup.
+// Kill ends the jail and waits for it. Killing the jail's pid 1 kills every
+// process of its pid namespace, daemons included; bwrap then reaps it and
+// exits. bwrap itself is killed only if that does not happen, since killing
+// it first would orphan its init to the host's pid 1.
 func (p *Process) Kill() {
 	if p.init != 0 {
 		syscall.Kill(p.init, syscall.SIGKILL)
+		select {
+		case <-p.done:
+			return
+		case <-time.After(2 * time.Second):
+		}
 	}
 	// The helper leads its own process group (Setpgid).
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
 }
 
 func (r Rlimits) withDefaults() Rlimits {

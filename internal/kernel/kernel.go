@@ -395,6 +395,7 @@ var (
 	errDied = errors.New("the kernel died")
 )
 
+// kill ends the jail, then whatever might be left in its cgroup.
 func (k *Kernel) kill() {
 	k.proc.Kill()
 	if g := k.cfg.Spec.Cgroup; g != nil {
