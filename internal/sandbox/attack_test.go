@@ -935,10 +935,17 @@ print('RAN')`, vars), 10*time.Second)
 			os.Remove("/etc/" + pwned)
 			os.RemoveAll(filepath.Join(victimDir, pwned))
 		})
-		for _, p := range []string{"etclink/" + pwned, "/tmp/rellink/" + pwned, "victimlink", "dirlink/" + pwned, "dirlink/" + pwned + "/x"} {
+		for _, p := range []string{"etclink/" + pwned, "/tmp/rellink/" + pwned, "dirlink/" + pwned, "dirlink/" + pwned + "/x"} {
 			err := sbA.WriteFile(p, strings.NewReader("pwned by "+p))
 			if err == nil {
 				t.Errorf("ATTACK SUCCEEDED: host-side WriteFile(%q) followed a symlink planted by user code", p)
+			}
+		}
+		// A symlink as the last component is replaced by the file, never
+		// written through (the victim is checked below).
+		if err := sbA.WriteFile("victimlink", strings.NewReader("replaced")); err == nil {
+			if fi, err := os.Lstat(filepath.Join(sbA.Home(), "victimlink")); err != nil || !fi.Mode().IsRegular() {
+				t.Errorf("WriteFile over a symlink left %v, %v; want a regular file", fi, err)
 			}
 		}
 		if _, err := os.Lstat("/etc/" + pwned); !errors.Is(err, os.ErrNotExist) {

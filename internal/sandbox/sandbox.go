@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/codecell/codecell/internal/cgroup"
+	"github.com/codecell/codecell/internal/files"
 	"github.com/codecell/codecell/internal/jail"
 	"github.com/codecell/codecell/internal/kernel"
 	"github.com/codecell/codecell/internal/quota"
@@ -105,6 +106,7 @@ type Sandbox struct {
 	vol    *quota.Volume // nil in unsafe mode
 	home   string
 	tmp    string
+	fs     *files.FS
 	cg     *cgroup.Group // nil in unsafe mode
 	seq    atomic.Int64  // names the child cgroups
 
@@ -183,7 +185,8 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 				return nil, fmt.Errorf("sandbox %s: %w", opt.ID, err)
 			}
 		}
-		return s, nil
+		s.fs, err = files.New(files.Config{Home: s.home, Tmp: s.tmp, UID: -1, GID: -1})
+		return s, err
 	}
 	if cfg.Cgroups == nil {
 		return nil, fmt.Errorf("sandbox %s: %w", opt.ID, jail.ErrNoCgroup)
@@ -199,6 +202,10 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 		return nil, fmt.Errorf("sandbox %s: disk: %w", opt.ID, err)
 	}
 	s.home, s.tmp = s.vol.Home(), s.vol.Tmp()
+	s.fs, err = files.New(files.Config{Home: s.home, Tmp: s.tmp, UID: s.uid, GID: s.uid, MaxFileBytes: lim.DiskBytes})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", opt.ID, err)
+	}
 	s.cg, err = cfg.Cgroups.Create(cmp.Or(cfg.CgroupParent, "codecell")+"/"+opt.ID, cgroup.Limits{
 		MemoryBytes: lim.MemoryBytes,
 		Pids:        lim.Pids,
