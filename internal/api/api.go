@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/codecell/codecell/internal/doctor"
+	"github.com/codecell/codecell/internal/files"
 	"github.com/codecell/codecell/internal/kernel"
 	"github.com/codecell/codecell/internal/sandbox"
 )
@@ -271,6 +272,16 @@ func (s *Server) errors(h func(w http.ResponseWriter, r *http.Request) error) ht
 // statusOf maps the errors of the packages below to HTTP statuses.
 func statusOf(err error) int {
 	switch {
+	case errors.Is(err, files.ErrNoSpace):
+		return http.StatusInsufficientStorage
+	case errors.Is(err, files.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, files.ErrOutside), errors.Is(err, files.ErrInvalidPath), errors.Is(err, files.ErrRoot),
+		errors.Is(err, files.ErrIsDir), errors.Is(err, files.ErrNotDir), errors.Is(err, files.ErrNotRegular),
+		errors.Is(err, files.ErrNotEmpty), errors.Is(err, files.ErrNoMatch), errors.Is(err, files.ErrInvalidArgument):
+		return http.StatusBadRequest
+	case errors.Is(err, os.ErrPermission):
+		return http.StatusForbidden
 	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, sandbox.ErrNoSession), errors.Is(err, os.ErrNotExist):
 		return http.StatusNotFound
 	case errors.Is(err, sandbox.ErrExists), errors.Is(err, os.ErrExist):
