@@ -32,7 +32,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.dataDir, "data-dir", env("CODECELL_DATA_DIR", defaultDataDir()), "directory for sandboxes' files and state (CODECELL_DATA_DIR)")
 	fs.BoolVar(&c.unsafe, "unsafe-no-sandbox", envBool("CODECELL_UNSAFE_NO_SANDBOX"), "run code WITHOUT isolation; for hosts where the jail cannot work (CODECELL_UNSAFE_NO_SANDBOX)")
 	fs.StringVar(&c.memory, "memory", env("CODECELL_MEMORY", "1G"), "memory limit per sandbox, no swap (CODECELL_MEMORY)")
-	fs.Int64Var(&c.pids, "pids", int64(envInt("CODECELL_PIDS", 256)), "process and thread limit per sandbox (CODECELL_PIDS)")
+	fs.Int64Var(&c.pids, "pids", int64(envInt("CODECELL_PIDS", 512)), "process and thread limit per sandbox (CODECELL_PIDS)")
 	fs.Float64Var(&c.cpus, "cpus", float64(envInt("CODECELL_CPUS", 1)), "CPU quota per sandbox, in cores (CODECELL_CPUS)")
 	fs.StringVar(&c.disk, "disk", env("CODECELL_DISK", "1G"), "disk quota per sandbox for home and /tmp (CODECELL_DISK)")
 	fs.StringVar(&c.cgroup, "cgroup-parent", env("CODECELL_CGROUP_PARENT", "codecell"), "cgroup under which sandboxes' groups are made (CODECELL_CGROUP_PARENT)")
