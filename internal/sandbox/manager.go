@@ -161,13 +161,17 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 	m.mu.Lock()
 	sb := m.sandboxes[id]
 	if sb != nil {
-		delete(m.sandboxes, id)
+		m.sandboxes[id] = nil // the id stays taken until its files are gone
 	}
 	m.mu.Unlock()
 	if sb == nil {
 		return fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
-	return sb.Destroy(ctx)
+	err := sb.Destroy(ctx)
+	m.mu.Lock()
+	delete(m.sandboxes, id)
+	m.mu.Unlock()
+	return err
 }
 
 // Run reaps idle sessions and expired sandboxes until ctx ends.

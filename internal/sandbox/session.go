@@ -173,6 +173,16 @@ func (s *Session) Configure(cwd string, maxIdle time.Duration) {
 	s.maxIdle = cmp.Or(maxIdle, s.maxIdle)
 }
 
+// HostPid is the host pid of the session's interpreter, 0 if none runs.
+func (s *Session) HostPid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.k == nil {
+		return 0
+	}
+	return s.k.Pid()
+}
+
 // Interrupt interrupts the running execution, if any.
 func (s *Session) Interrupt() error {
 	s.mu.Lock()
