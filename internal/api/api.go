@@ -40,6 +40,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// DefaultTimeout and MaxTimeout bound executions; 0 means 30s and 900s.
 	DefaultTimeout, MaxTimeout time.Duration
+	// BodyTimeout bounds how long a client may take to send a JSON body
+	// (uploads get 15 times as long); 0 means one minute.
+	BodyTimeout time.Duration
 	// Version is reported by the info routes.
 	Version string
 	// Layers are the isolation checks reported by /v1/capabilities.
@@ -61,6 +64,7 @@ func New(cfg Config) *Server {
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 16<<20)
 	cfg.DefaultTimeout = cmp.Or(cfg.DefaultTimeout, 30*time.Second)
 	cfg.MaxTimeout = cmp.Or(cfg.MaxTimeout, 900*time.Second)
+	cfg.BodyTimeout = cmp.Or(cfg.BodyTimeout, time.Minute)
 	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), mux: http.NewServeMux()}
 	s.runtime = detectRuntimes(cfg.Manager.Config().Sandbox)
 	s.routes()
@@ -117,9 +121,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A client sending its body slowly (slowloris) is cut off; the
 		// deadline ends with the body, so long executions are unaffected.
 		rc := http.NewResponseController(sw)
-		timeout := bodyTimeout
+		timeout := s.cfg.BodyTimeout
 		if isUpload(r) {
-			timeout = uploadTimeout
+			timeout *= 15
 		}
 		rc.SetReadDeadline(time.Now().Add(timeout))
 		r.Body = &deadlineBody{ReadCloser: r.Body, clear: func() { rc.SetReadDeadline(time.Time{}) }}
@@ -127,14 +131,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(sw, r)
 }
 
-// How long a client may take to send a request body.
-const (
-	bodyTimeout   = time.Minute
-	uploadTimeout = 15 * time.Minute
-)
-
-// deadlineBody clears the connection's read deadline once the body is read:
-// a deadline left in place would cancel the request when it passed.
+// deadlineBody clears the connection's read deadline once the whole body
+// is read: a deadline left in place would cancel the request when it passed.
+// After any other error it stays, so that the server's own draining of an
+// unread body cannot wait forever either.
 type deadlineBody struct {
 	io.ReadCloser
 	clear func()
@@ -143,7 +143,7 @@ type deadlineBody struct {
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && !b.done {
+	if err == io.EOF && !b.done {
 		b.done = true
 		b.clear()
 	}
@@ -292,6 +292,8 @@ func statusOf(err error) int {
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, sandbox.ErrClosed):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return http.StatusRequestTimeout // the body came too slowly
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return 499 // the client went away
 	}

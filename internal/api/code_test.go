@@ -1,12 +1,18 @@
 package api_test
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The seed's one-shot and session examples, verbatim in substance.
@@ -352,4 +358,28 @@ func TestSandboxes(t *testing.T) {
 	ts.must(t, 200, "DELETE", "/v2/sandboxes/alpha", nil)
 	ts.must(t, 404, "GET", "/v2/sandboxes/alpha", nil)
 	ts.must(t, 404, "POST", "/sandboxes/alpha/v2/code/execute", map[string]any{"language": "python", "code": "1"})
+}
+
+// A client that sends its body slowly is cut off at the body deadline,
+// while a long execution after a quick body is not.
+func TestSlowClient(t *testing.T) {
+	ts := newServer(t, serverOpts{bodyTimeout: time.Second})
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v2/code/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"lang")
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	reply, err := io.ReadAll(conn)
+	if len(reply) == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the server still waits for the slow body")
+	}
+	if !bytes.HasPrefix(reply, []byte("HTTP/1.1 408")) {
+		t.Errorf("slow body: %s, want 408", reply)
+	}
+	d := ts.must(t, 200, "POST", "/v2/code/execute", map[string]any{"language": "python", "code": "import time; time.sleep(2.5); print('done')"}).data()
+	if d["stdout"] != "done\n" {
+		t.Errorf("an execution longer than the body deadline: %v", d)
+	}
 }
