@@ -177,3 +177,15 @@ func uidOf(pid int) int {
 	}
 	return -1
 }
+
+// Listening beyond loopback without an API key is refused unless --insecure.
+func TestServeRefusesOpenAddressWithoutKey(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "codecell")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "serve", "--addr", "0.0.0.0:0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "without an API key") {
+		t.Errorf("serve on 0.0.0.0 without a key: %v\n%s", err, out)
+	}
+}
