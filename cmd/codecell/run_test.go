@@ -12,20 +12,9 @@ import (
 // TestRunPandasExample runs the real binary on the seed's pandas example,
 // as the README's first command does.
 func TestRunPandasExample(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("codecell run needs root for its sandboxes")
-	}
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("needs bubblewrap: apt-get install bubblewrap")
-	}
-	bin := filepath.Join(t.TempDir(), "codecell")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	tmp := t.TempDir()
-	os.Chmod(tmp, 0o711)
-	os.Chmod(filepath.Dir(tmp), 0o711)
-	dataDir := filepath.Join(tmp, "data")
+	requireJail(t)
+	bin := buildBinary(t)
+	dataDir := newDataDir(t)
 	tests := []struct {
 		name   string
 		args   []string
@@ -61,4 +50,34 @@ func TestRunPandasExample(t *testing.T) {
 	if left, _ := os.ReadDir(filepath.Join(dataDir, "sandboxes")); len(left) != 0 {
 		t.Errorf("sandboxes left behind: %v", left)
 	}
+}
+
+// requireJail skips where the host truly cannot run sandboxes.
+func requireJail(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: sandboxes get their own host uid, cgroup and loop-mounted disk")
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("needs bubblewrap: apt-get install bubblewrap")
+	}
+}
+
+// buildBinary builds codecell for a test.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "codecell")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// newDataDir is a data directory that sandbox uids can traverse.
+func newDataDir(t *testing.T) string {
+	t.Helper()
+	tmp := t.TempDir()
+	os.Chmod(tmp, 0o711)
+	os.Chmod(filepath.Dir(tmp), 0o711)
+	return filepath.Join(tmp, "data")
 }

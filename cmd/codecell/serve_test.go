@@ -22,20 +22,9 @@ import (
 // TestServeShutdown: SIGTERM ends running executions and leaves no process,
 // mount or cgroup of any sandbox behind; the files stay.
 func TestServeShutdown(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("codecell serve needs root for its sandboxes")
-	}
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("needs bubblewrap: apt-get install bubblewrap")
-	}
-	bin := filepath.Join(t.TempDir(), "codecell")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	tmp := t.TempDir()
-	os.Chmod(tmp, 0o711)
-	os.Chmod(filepath.Dir(tmp), 0o711)
-	dataDir := filepath.Join(tmp, "data")
+	requireJail(t)
+	bin := buildBinary(t)
+	dataDir := newDataDir(t)
 	parent := fmt.Sprintf("codecell-servetest-%d", os.Getpid())
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--cgroup-parent", parent)
 	stderr, _ := cmd.StderrPipe()
@@ -90,7 +79,7 @@ func TestServeShutdown(t *testing.T) {
 		running <- m
 	}()
 	time.Sleep(2 * time.Second)
-	uids := sandboxUIDs(t)
+	uids := sandboxUIDs(parent)
 	if len(uids) == 0 {
 		t.Fatal("no sandbox processes found while sessions run")
 	}
@@ -137,15 +126,19 @@ func TestServeShutdown(t *testing.T) {
 	}
 }
 
-// sandboxUIDs returns the uids in the sandbox range that run processes now.
-func sandboxUIDs(t *testing.T) map[int]bool {
+// sandboxUIDs returns the uids of the processes in the cgroups under parent:
+// this server's sandboxes, not those of anything else running codecell.
+func sandboxUIDs(parent string) map[int]bool {
 	uids := map[int]bool{}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			if uid := uidOf(pid); uid >= sandbox.UIDBase && uid < sandbox.UIDBase+sandbox.UIDRange {
-				uids[uid] = true
-			}
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if uid := uidOf(pid); strings.Contains(string(cg), "/"+parent+"/") && uid >= sandbox.UIDBase {
+			uids[uid] = true
 		}
 	}
 	return uids
@@ -180,11 +173,7 @@ func uidOf(pid int) int {
 
 // Listening beyond loopback without an API key is refused unless --insecure.
 func TestServeRefusesOpenAddressWithoutKey(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "codecell")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin, "serve", "--addr", "0.0.0.0:0").CombinedOutput()
+	out, err := exec.Command(buildBinary(t), "serve", "--addr", "0.0.0.0:0").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "without an API key") {
 		t.Errorf("serve on 0.0.0.0 without a key: %v\n%s", err, out)
 	}

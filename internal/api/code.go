@@ -8,8 +8,19 @@ import (
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
-// POST /v1/code/execute: CodeExecuteRequest → CodeExecuteResponse.
+// POST /v1/code/execute: CodeExecuteRequest → CodeExecuteResponse, with
+// outputs carrying all nine keys of the v1 schema.
 func (s *Server) codeExecuteV1(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) error {
+	return s.codeExecute(w, r, sb, true)
+}
+
+// POST /v2/code/execute: {language, code, session_id, timeout}; an unknown
+// session_id is created on first use. Outputs carry only the keys they use.
+func (s *Server) codeExecuteV2(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) error {
+	return s.codeExecute(w, r, sb, false)
+}
+
+func (s *Server) codeExecute(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox, v1 bool) error {
 	var body struct {
 		Language  *string  `json:"language"`
 		Code      *string  `json:"code"`
@@ -34,43 +45,15 @@ func (s *Server) codeExecuteV1(w http.ResponseWriter, r *http.Request, sb *sandb
 	data := o.common()
 	data["language"] = req.lang
 	data["code"] = req.code
-	data["outputs"] = outputsV1(o.Outputs)
 	data["stdout"] = o.Text("stdout")
 	data["stderr"] = o.Text("stderr")
 	data["exit_code"] = o.exitCode()
-	data["traceback"] = o.tracebackLines()
-	return replyExec(w, o, data)
-}
-
-// POST /v2/code/execute: {language, code, session_id, timeout}; an unknown
-// session_id is created on first use. Outputs carry only the keys they use.
-func (s *Server) codeExecuteV2(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) error {
-	var body struct {
-		Language  *string  `json:"language"`
-		Code      *string  `json:"code"`
-		Timeout   *float64 `json:"timeout"`
-		SessionID *string  `json:"session_id"`
-		Cwd       *string  `json:"cwd"`
+	if v1 {
+		data["outputs"] = outputsV1(o.Outputs)
+		data["traceback"] = o.tracebackLines()
+	} else {
+		data["outputs"] = o.Outputs
 	}
-	if err := decode(r, &body); err != nil {
-		return err
-	}
-	req, err := s.codeRequest(body.Language, body.Code, body.Timeout, body.SessionID)
-	if err != nil {
-		return err
-	}
-	req.cwd = deref(body.Cwd)
-	o, err := s.execute(r.Context(), sb, req)
-	if err != nil {
-		return err
-	}
-	data := o.common()
-	data["language"] = req.lang
-	data["code"] = req.code
-	data["outputs"] = o.Outputs
-	data["stdout"] = o.Text("stdout")
-	data["stderr"] = o.Text("stderr")
-	data["exit_code"] = o.exitCode()
 	return replyExec(w, o, data)
 }
 
