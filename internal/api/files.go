@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/codecell/codecell/internal/files"
-	"github.com/codecell/codecell/internal/jail"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -290,7 +289,7 @@ func (s *Server) fileReplaceV1(w http.ResponseWriter, r *http.Request, sb *sandb
 	res, err := sb.Files().Replace(r.Context(), p, *body.OldStr, *body.NewStr, true)
 	if errors.Is(err, files.ErrNoMatch) {
 		writeJSON(w, http.StatusOK, envelope{Success: true, Message: "old_str does not occur in the file: nothing replaced",
-			Data: files.ReplaceResult{File: cleanPath(p), ReplacedCount: 0}})
+			Data: files.ReplaceResult{File: files.CodePath(p), ReplacedCount: 0}})
 		return nil
 	}
 	if err != nil {
@@ -716,7 +715,7 @@ func upload(r *http.Request, fsys *files.FS) (*files.UploadResult, error) {
 			return nil, err
 		}
 		tmp = ""
-		res.FilePath = cleanPath(dst)
+		res.FilePath = files.CodePath(dst)
 	}
 	return res, nil
 }
@@ -741,20 +740,6 @@ func uploadTarget(fsys *files.FS, target, name string) (string, error) {
 		return "", invalid("file", "the file part has no usable filename: give path a file name", "value_error")
 	}
 	return dir + "/" + name, nil
-}
-
-// cleanPath is p as the file plane reports it (for results of operations
-// that do not return the path themselves).
-func cleanPath(p string) string {
-	switch {
-	case p == "~":
-		p = jail.HomeDir
-	case strings.HasPrefix(p, "~/"):
-		p = jail.HomeDir + p[1:]
-	case !strings.HasPrefix(p, "/"):
-		p = jail.HomeDir + "/" + p
-	}
-	return path.Clean(p)
 }
 
 // GET /v1/file/download and /v2/fs/download?path=: the file's bytes, with
@@ -872,7 +857,7 @@ func (s *Server) fsRead(w http.ResponseWriter, r *http.Request, sb *sandbox.Sand
 		if err != nil {
 			return err
 		}
-		return ok(w, map[string]any{"path": cleanPath(p), "content": base64.StdEncoding.EncodeToString(b), "encoding": "base64", "size": len(b)})
+		return ok(w, map[string]any{"path": files.CodePath(p), "content": base64.StdEncoding.EncodeToString(b), "encoding": "base64", "size": len(b)})
 	case "", "utf-8", "utf8", "text":
 	default:
 		return invalidQuery("encoding", fmt.Sprintf("unsupported encoding %q: use utf-8 or base64", enc), "enum")
@@ -1034,7 +1019,7 @@ func (s *Server) fsDelete(w http.ResponseWriter, r *http.Request, sb *sandbox.Sa
 	if err := sb.Files().Delete(p, deref(body.Recursive)); err != nil {
 		return err
 	}
-	return ok(w, map[string]any{"path": cleanPath(p), "deleted": true})
+	return ok(w, map[string]any{"path": files.CodePath(p), "deleted": true})
 }
 
 type moveBody struct {
@@ -1069,7 +1054,7 @@ func (s *Server) fsMove(w http.ResponseWriter, r *http.Request, sb *sandbox.Sand
 	if err := sb.Files().Move(r.Context(), src, dst, deref(body.Overwrite)); err != nil {
 		return err
 	}
-	return ok(w, map[string]any{"source": cleanPath(src), "destination": cleanPath(dst)})
+	return ok(w, map[string]any{"source": files.CodePath(src), "destination": files.CodePath(dst)})
 }
 
 // POST /v2/fs/copy {source, destination, recursive?, overwrite?}
@@ -1086,7 +1071,7 @@ func (s *Server) fsCopy(w http.ResponseWriter, r *http.Request, sb *sandbox.Sand
 	if err != nil {
 		return err
 	}
-	return ok(w, map[string]any{"source": cleanPath(src), "destination": cleanPath(dst)})
+	return ok(w, map[string]any{"source": files.CodePath(src), "destination": files.CodePath(dst)})
 }
 
 // POST /v2/fs/edit {path, old_str, new_str, replace_all?}, or with command

@@ -143,6 +143,21 @@ type loc struct {
 	path string // clean path as user code sees it, for results and errors
 }
 
+// CodePath is p as user code would see it, absolute and clean: "~" and
+// relative paths are taken from the home directory. It is purely lexical
+// and says nothing about whether p is inside the sandbox.
+func CodePath(p string) string {
+	switch {
+	case p == "~":
+		p = jail.HomeDir
+	case strings.HasPrefix(p, "~/"):
+		p = jail.HomeDir + p[1:]
+	case !strings.HasPrefix(p, "/"):
+		p = jail.HomeDir + "/" + p
+	}
+	return path.Clean(p)
+}
+
 // resolve maps p, as user code would write it, to a loc. It is purely
 // lexical: p only ever reaches the kernel through an os.Root for loc.dir.
 func (f *FS) resolve(op, p string) (loc, error) {
@@ -150,16 +165,7 @@ func (f *FS) resolve(op, p string) (loc, error) {
 	case p == "", len(p) > maxPathLen, strings.IndexByte(p, 0) >= 0, !utf8.ValidString(p):
 		return loc{}, &Error{Op: op, Path: p, Err: ErrInvalidPath}
 	}
-	abs := p
-	switch {
-	case p == "~":
-		abs = jail.HomeDir
-	case strings.HasPrefix(p, "~/"):
-		abs = jail.HomeDir + p[1:]
-	case !strings.HasPrefix(p, "/"):
-		abs = jail.HomeDir + "/" + p
-	}
-	clean := path.Clean(abs)
+	clean := CodePath(p)
 	for _, m := range [...]struct{ prefix, dir string }{{jail.HomeDir, f.cfg.Home}, {jail.TmpDir, f.cfg.Tmp}} {
 		if clean == m.prefix {
 			return loc{dir: m.dir, rel: ".", path: clean}, nil
