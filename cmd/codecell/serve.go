@@ -14,6 +14,7 @@ import (
 
 	"github.com/codecell/codecell/internal/api"
 	"github.com/codecell/codecell/internal/doctor"
+	"github.com/codecell/codecell/internal/kernel"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -30,6 +31,11 @@ func serveCmd(ctx context.Context, args []string) error {
 	defTimeout := fs.Duration("default-timeout", envDuration("CODECELL_DEFAULT_TIMEOUT", 30*time.Second), "execution timeout when a request gives none (CODECELL_DEFAULT_TIMEOUT)")
 	maxTimeout := fs.Duration("max-timeout", envDuration("CODECELL_MAX_TIMEOUT", 900*time.Second), "largest execution timeout a request may ask for (CODECELL_MAX_TIMEOUT)")
 	maxBody := fs.String("max-body", env("CODECELL_MAX_BODY", "16M"), "largest JSON request body (CODECELL_MAX_BODY)")
+	// AIO's own names for its warm pools are accepted too.
+	prewarmPy := fs.Int("prewarm-python", envInt("CODECELL_PREWARM_PYTHON", envInt("AIO_KERNEL_PREWARM", envInt("AIO_CODE_PREWARM", 1))),
+		"started Python kernels each sandbox keeps ready (CODECELL_PREWARM_PYTHON, AIO_KERNEL_PREWARM)")
+	prewarmJS := fs.Int("prewarm-javascript", envInt("CODECELL_PREWARM_JAVASCRIPT", envInt("AIO_CODE_PREWARM", 1)),
+		"started JavaScript kernels each sandbox keeps ready (CODECELL_PREWARM_JAVASCRIPT, AIO_CODE_PREWARM)")
 	logFormat := fs.String("log-format", env("CODECELL_LOG_FORMAT", "text"), "text or json (CODECELL_LOG_FORMAT)")
 	fs.Parse(args)
 
@@ -50,6 +56,7 @@ func serveCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.MaxSessions = *maxSessions
+	cfg.Prewarm = map[kernel.Language]int{kernel.Python: *prewarmPy, kernel.JavaScript: *prewarmJS}
 	cfg.Limits.DefaultTimeout = *defTimeout
 	mgr := sandbox.NewManager(sandbox.ManagerConfig{Sandbox: cfg, MaxSandboxes: *maxSandboxes, SessionIdle: *idle, Logger: log})
 

@@ -88,6 +88,7 @@ func (s *Server) capabilities(sb *sandbox.Sandbox) map[string]any {
 			"default_timeout_ms": s.cfg.DefaultTimeout.Milliseconds(),
 		},
 		"isolation": layers,
+		"pools":     sb.PoolStats(),
 	}
 }
 

@@ -246,6 +246,9 @@ func readPids(file string) ([]int, error) {
 // the group. Processes that exited but were not yet reaped by their parent
 // (zombies) are not listed in cgroup.procs and do not count.
 func (g *Group) Kill() error {
+	if pids, err := g.Pids(); err == nil && len(pids) == 0 {
+		return nil // the common case after the jail's own kill: no freeze needed
+	}
 	deadline := time.Now().Add(killTimeout)
 	if g.host.Version == V2 {
 		kf := filepath.Join(g.dirs[0], "cgroup.kill")

@@ -343,6 +343,17 @@ func (p *Process) Interrupt() error {
 	return syscall.Kill(pid, syscall.SIGINT)
 }
 
+// Stop sends the jail's pid 1 SIGKILL and returns at once: from then on no
+// process of the jail runs code again. Kill still has to be called to wait
+// for the jail and clean up.
+func (p *Process) Stop() {
+	if p.init != 0 {
+		syscall.Kill(p.init, syscall.SIGKILL)
+	} else {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
 // Kill ends the jail and waits for it. Killing the jail's pid 1 kills every
 // process of its pid namespace, daemons included; bwrap then reaps it and
 // exits. bwrap itself is killed only if that does not happen, since killing

@@ -419,6 +419,10 @@ func (k *Kernel) Alive() bool {
 	}
 }
 
+// Stop kills every process of the kernel without waiting for them to be
+// gone; Close must follow.
+func (k *Kernel) Stop() { k.proc.Stop() }
+
 // Close ends the kernel and every process it started.
 func (k *Kernel) Close() error {
 	k.kill()

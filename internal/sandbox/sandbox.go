@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -77,6 +78,9 @@ type Config struct {
 	Limits       Limits
 	// MaxSessions bounds the sessions of one sandbox; 0 means DefaultMaxSessions.
 	MaxSessions int
+	// Prewarm is how many started kernels of each language every sandbox
+	// keeps ready for new sessions and one-shot runs (0: none).
+	Prewarm map[kernel.Language]int
 	// Python and Node are the interpreters (see kernel.Config).
 	Python, Node string
 }
@@ -115,6 +119,8 @@ type Sandbox struct {
 	ttl     time.Duration
 
 	sessions sessions
+	pools    map[kernel.Language]*pool // fixed after Create
+	closing  sync.WaitGroup            // kernels being cleaned up after a run
 }
 
 // DefaultMaxSessions is the number of sessions a sandbox may have unless configured.
@@ -185,8 +191,11 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 				return nil, fmt.Errorf("sandbox %s: %w", opt.ID, err)
 			}
 		}
-		s.fs, err = files.New(files.Config{Home: s.home, Tmp: s.tmp, UID: -1, GID: -1})
-		return s, err
+		if s.fs, err = files.New(files.Config{Home: s.home, Tmp: s.tmp, UID: -1, GID: -1}); err != nil {
+			return nil, err
+		}
+		s.startPools()
+		return s, nil
 	}
 	if cfg.Cgroups == nil {
 		return nil, fmt.Errorf("sandbox %s: %w", opt.ID, jail.ErrNoCgroup)
@@ -214,7 +223,43 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: cgroup: %w", opt.ID, err)
 	}
+	s.startPools()
 	return s, nil
+}
+
+func (s *Sandbox) startPools() {
+	s.pools = map[kernel.Language]*pool{}
+	for lang, n := range s.cfg.Prewarm {
+		if n > 0 {
+			s.pools[lang] = newPool(s, lang, n)
+		}
+	}
+}
+
+// PoolStats describes the sandbox's warm pools by language.
+func (s *Sandbox) PoolStats() map[kernel.Language]PoolStats {
+	out := map[kernel.Language]PoolStats{}
+	for lang, p := range s.pools {
+		out[lang] = p.stats()
+	}
+	return out
+}
+
+// kernel returns a kernel of lang that has never run anything: a warm one
+// from the pool if one is ready, else a new one.
+func (s *Sandbox) kernel(ctx context.Context, lang kernel.Language) (*Kernel, error) {
+	if p := s.pools[lang]; p != nil {
+		if k := p.take(); k != nil {
+			return k, nil
+		}
+	}
+	return s.StartKernel(ctx, lang)
+}
+
+func (s *Sandbox) closePools() {
+	for _, p := range s.pools {
+		p.close()
+	}
 }
 
 // ID returns the sandbox's id.
@@ -317,19 +362,33 @@ func (s *Sandbox) Run(ctx context.Context, lang kernel.Language, code string, ti
 
 // RunRequest is Run with every option of a cell.
 func (s *Sandbox) RunRequest(ctx context.Context, lang kernel.Language, req kernel.Request) (*kernel.Result, error) {
-	k, err := s.StartKernel(ctx, lang)
+	k, err := s.kernel(ctx, lang)
 	if err != nil {
 		return nil, err
 	}
-	defer k.Close()
+	defer s.discard(k)
 	req.Timeout = cmp.Or(req.Timeout, s.limits.DefaultTimeout)
 	return k.Do(ctx, req)
+}
+
+// discard kills every process of a one-shot kernel now and leaves waiting
+// for them and removing the cgroup to the background, so the reply does not
+// wait for the teardown. Close and Destroy wait for it.
+func (s *Sandbox) discard(k *Kernel) {
+	k.Stop()
+	s.closing.Add(1)
+	go func() {
+		defer s.closing.Done()
+		k.Close()
+	}()
 }
 
 // Close ends every session and process of the sandbox, removes its cgroup
 // and unmounts its disk, keeping the files for a later Create of the same id.
 func (s *Sandbox) Close(ctx context.Context) error {
+	s.closePools()
 	s.closeSessions()
+	s.closing.Wait()
 	var errs []error
 	if s.cg != nil {
 		errs = append(errs, s.cg.Remove())
@@ -342,7 +401,9 @@ func (s *Sandbox) Close(ctx context.Context) error {
 
 // Destroy kills everything in the sandbox and deletes its files and cgroup.
 func (s *Sandbox) Destroy(ctx context.Context) error {
+	s.closePools()
 	s.closeSessions()
+	s.closing.Wait()
 	var errs []error
 	if s.cg != nil {
 		errs = append(errs, s.cg.Remove())
