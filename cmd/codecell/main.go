@@ -19,6 +19,7 @@ Usage:
   codecell serve [flags]        serve the HTTP API (AIO Sandbox compatible)
   codecell run [flags] FILE|-   run code once in a fresh sandbox
   codecell doctor [flags]       check every isolation layer and the runtimes
+  codecell bench [flags]        measure latency, memory and throughput against baselines
   codecell version              print the version
 
 Run "codecell VERB -h" for a verb's flags.
@@ -45,6 +46,8 @@ func main() {
 		err = runCmd(ctx, args)
 	case "doctor":
 		err = doctorCmd(ctx, args)
+	case "bench":
+		err = benchCmd(ctx, args)
 	case "version", "--version", "-v":
 		fmt.Println("codecell", version)
 	case "help", "-h", "--help":

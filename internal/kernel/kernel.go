@@ -98,6 +98,9 @@ type Config struct {
 	// Grace is how long an interrupted cell may take to stop before the
 	// kernel is killed; 0 means 2s.
 	Grace time.Duration
+	// Preload lists Python modules imported before the kernel is ready, so
+	// that the first cell that uses them does not pay for the import.
+	Preload []string
 }
 
 // Kernel is a running interpreter in a jail. It runs one cell at a time.
@@ -193,7 +196,10 @@ func Start(ctx context.Context, cfg Config) (*Kernel, error) {
 	case f, ok := <-k.frames:
 		if ok && f.Type == "ready" {
 			k.Version = f.Version
-			return k, nil
+			if err = k.preload(cfg.Preload, t.C); err == nil {
+				return k, nil
+			}
+			break
 		}
 		err = errors.New("the interpreter exited")
 	case <-t.C:
@@ -213,6 +219,29 @@ func Start(ctx context.Context, cfg Config) (*Kernel, error) {
 		return nil, ctx.Err()
 	}
 	return nil, fmt.Errorf("%w: %w: %s", ErrStartup, err, msg)
+}
+
+// preload has a Python kernel import modules before its first cell.
+func (k *Kernel) preload(modules []string, timeout <-chan time.Time) error {
+	if len(modules) == 0 || k.cfg.Language != Python {
+		return nil
+	}
+	if err := k.send(map[string]any{"type": "preload", "modules": modules}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case f, ok := <-k.frames:
+			if !ok {
+				return errors.New("the interpreter exited while importing " + strings.Join(modules, ", "))
+			}
+			if f.Type == "preloaded" {
+				return nil
+			}
+		case <-timeout:
+			return errors.New("importing " + strings.Join(modules, ", ") + " took too long")
+		}
+	}
 }
 
 // drainMessage reads what is pending in a pipe without waiting for more.

@@ -13,9 +13,10 @@ import (
 // interpreter to start. Kernels are jailed per sandbox (its uid, its
 // directories, its cgroup), so each sandbox has its own pools.
 type pool struct {
-	sb   *Sandbox
-	lang kernel.Language
-	size int
+	sb      *Sandbox
+	lang    kernel.Language
+	size    int
+	preload []string // imported by every kernel before it is ready
 
 	mu       sync.Mutex
 	ready    []*Kernel // started, never executed anything
@@ -39,8 +40,8 @@ type PoolStats struct {
 	LastError string `json:"last_error,omitempty"`
 }
 
-func newPool(sb *Sandbox, lang kernel.Language, size int) *pool {
-	p := &pool{sb: sb, lang: lang, size: size, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newPool(sb *Sandbox, lang kernel.Language, size int, preload []string) *pool {
+	p := &pool{sb: sb, lang: lang, size: size, preload: preload, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go p.refill()
 	p.poke()
 	return p
@@ -95,7 +96,7 @@ func (p *pool) refill() {
 				time.Sleep(min(time.Duration(failures)*time.Second, 30*time.Second))
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			k, err := p.sb.StartKernel(ctx, p.lang)
+			k, err := p.sb.startKernel(ctx, p.lang, p.preload)
 			cancel()
 			p.mu.Lock()
 			p.starting--

@@ -11,15 +11,15 @@ import (
 )
 
 // waitPool waits until lang's pool has n kernels ready.
-func waitPool(t *testing.T, sb *sandbox.Sandbox, lang kernel.Language, n int) sandbox.PoolStats {
+func waitPool(t *testing.T, sb *sandbox.Sandbox, pool string, n int) sandbox.PoolStats {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		st := sb.PoolStats()[lang]
+		st := sb.PoolStats()[pool]
 		if st.Ready == n {
 			return st
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s pool never had %d ready: %+v", lang, n, st)
+			t.Fatalf("%s pool never had %d ready: %+v", pool, n, st)
 		}
 	}
 }
@@ -29,50 +29,54 @@ func TestWarmPool(t *testing.T) {
 	cfg.Prewarm = map[kernel.Language]int{kernel.Python: 1, kernel.JavaScript: 1}
 	sb := newSandbox(t, cfg, sandbox.Options{})
 	ctx := context.Background()
-	for _, lang := range []kernel.Language{kernel.Python, kernel.JavaScript} {
-		waitPool(t, sb, lang, 1)
-		// A one-shot run takes the warm kernel, which is then discarded.
-		res, err := sb.Run(ctx, lang, "1 + 1", 0)
+	for _, tt := range []struct {
+		lang    kernel.Language
+		pool    string // the one-shot takes a kernel from this pool
+		oneShot string
+		session string // a new session takes a kernel from this pool
+		fresh   string // true in a kernel that never ran anything
+	}{
+		{kernel.Python, "python/bare", "1 + 1", "python/data", "'x' not in globals()"},
+		{kernel.Python, "python/data", "import pandas; 1 + 1", "python/data", "'x' not in globals()"},
+		{kernel.JavaScript, "javascript/bare", "1 + 1", "javascript/bare", "typeof x === 'undefined'"},
+	} {
+		served := waitPool(t, sb, tt.pool, 1).Served
+		res, err := sb.Run(ctx, tt.lang, tt.oneShot+"\nx = 1\n1 + 1", 0)
+		if tt.lang == kernel.JavaScript {
+			res, err = sb.Run(ctx, tt.lang, "var x = 1; 1 + 1", 0)
+		}
 		if err != nil || res.Status != kernel.StatusOK || res.Outputs[0].Data["text/plain"] != "2" {
-			t.Fatalf("%s run: %+v %v", lang, res, err)
+			t.Fatalf("%s run: %+v %v", tt.pool, res, err)
 		}
-		if st := sb.PoolStats()[lang]; st.Served != 1 {
-			t.Errorf("%s: served %d, want 1", lang, st.Served)
+		if st := sb.PoolStats()[tt.pool]; st.Served != served+1 {
+			t.Errorf("%s: served %d, want %d", tt.pool, st.Served, served+1)
 		}
-		// The pool refills with a fresh kernel: no state of the run.
-		waitPool(t, sb, lang, 1)
-		sess, _, _ := sb.OpenSession(lang, "s", true)
-		r, err := sess.Execute(ctx, kernel.Request{Code: "typeof x === 'undefined'"})
-		if lang == kernel.Python {
-			r, err = sess.Execute(ctx, kernel.Request{Code: "'x' in globals()"})
+		// Pools refill with fresh kernels: no state of the run, count 1.
+		served = waitPool(t, sb, tt.session, 1).Served
+		sess, _, _ := sb.OpenSession(tt.lang, "s-"+string(tt.lang), true)
+		r, err := sess.Execute(ctx, kernel.Request{Code: tt.fresh})
+		if err != nil || r.Status != kernel.StatusOK || r.Outputs[0].Data["text/plain"] != map[kernel.Language]string{kernel.Python: "True", kernel.JavaScript: "true"}[tt.lang] || r.ExecutionCount != 1 {
+			t.Fatalf("%s session: %+v %v", tt.session, r, err)
 		}
-		if err != nil || r.Status != kernel.StatusOK {
-			t.Fatalf("%s session: %+v %v", lang, r, err)
+		if st := sb.PoolStats()[tt.session]; st.Served != served+1 {
+			t.Errorf("%s: served %d after a session, want %d", tt.session, st.Served, served+1)
 		}
-		if st := sb.PoolStats()[lang]; st.Served != 2 {
-			t.Errorf("%s: served %d after a session, want 2", lang, st.Served)
-		}
+		sb.EndSession(tt.lang, sess.ID)
 	}
 
 	// A warm kernel that died while it waited is never handed out.
-	waitPool(t, sb, kernel.Python, 1)
+	waitPool(t, sb, "python/bare", 1)
 	pids, _ := sb.Cgroup().Pids()
-	busy := map[int]bool{}
-	for _, s := range sb.Sessions("") {
-		busy[s.HostPid()] = true
-	}
 	for _, pid := range pids {
-		if !busy[pid] {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
+		syscall.Kill(pid, syscall.SIGKILL)
 	}
 	time.Sleep(100 * time.Millisecond)
-	served := sb.PoolStats()[kernel.Python].Served
+	served := sb.PoolStats()["python/bare"].Served
 	res, err := sb.Run(ctx, kernel.Python, "print('fresh')", 0)
 	if err != nil || res.Text("stdout") != "fresh\n" {
 		t.Fatalf("run after the warm kernel died: %+v %v", res, err)
 	}
-	if st := sb.PoolStats()[kernel.Python]; st.Served != served {
+	if st := sb.PoolStats()["python/bare"]; st.Served != served {
 		t.Errorf("a dead warm kernel was handed out: %+v", st)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +82,9 @@ type Config struct {
 	// Prewarm is how many started kernels of each language every sandbox
 	// keeps ready for new sessions and one-shot runs (0: none).
 	Prewarm map[kernel.Language]int
+	// Preload lists the Python modules warm kernels import before they are
+	// handed out; nil means DefaultPreload.
+	Preload []string
 	// Python and Node are the interpreters (see kernel.Config).
 	Python, Node string
 }
@@ -119,9 +123,13 @@ type Sandbox struct {
 	ttl     time.Duration
 
 	sessions sessions
-	pools    map[kernel.Language]*pool // fixed after Create
+	pools    map[poolKey]*pool // fixed after Create
 	closing  sync.WaitGroup            // kernels being cleaned up after a run
 }
+
+// DefaultPreload is what warm Python kernels import: a data-analysis cell
+// then starts without waiting for pandas or matplotlib.
+var DefaultPreload = []string{"numpy", "pandas", "matplotlib", "matplotlib.pyplot"}
 
 // DefaultMaxSessions is the number of sessions a sandbox may have unless configured.
 const DefaultMaxSessions = 20
@@ -227,33 +235,77 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 	return s, nil
 }
 
+// A profile is what a warm kernel has loaded before it is handed out.
+type profile string
+
+const (
+	// bare kernels start fastest: one-shot runs take them.
+	bare profile = "bare"
+	// data kernels have imported Config.Preload: sessions take them, and
+	// one-shot runs of code that names one of those modules.
+	data profile = "data"
+)
+
+type poolKey struct {
+	lang    kernel.Language
+	profile profile
+}
+
 func (s *Sandbox) startPools() {
-	s.pools = map[kernel.Language]*pool{}
+	s.pools = map[poolKey]*pool{}
 	for lang, n := range s.cfg.Prewarm {
-		if n > 0 {
-			s.pools[lang] = newPool(s, lang, n)
+		if n <= 0 {
+			continue
+		}
+		s.pools[poolKey{lang, bare}] = newPool(s, lang, n, nil)
+		if lang == kernel.Python {
+			s.pools[poolKey{lang, data}] = newPool(s, lang, n, s.preload())
 		}
 	}
 }
 
-// PoolStats describes the sandbox's warm pools by language.
-func (s *Sandbox) PoolStats() map[kernel.Language]PoolStats {
-	out := map[kernel.Language]PoolStats{}
-	for lang, p := range s.pools {
-		out[lang] = p.stats()
+func (s *Sandbox) preload() []string {
+	if s.cfg.Preload != nil {
+		return s.cfg.Preload
+	}
+	return DefaultPreload
+}
+
+// PoolStats describes the sandbox's warm pools, by "language/profile".
+func (s *Sandbox) PoolStats() map[string]PoolStats {
+	out := map[string]PoolStats{}
+	for key, p := range s.pools {
+		out[string(key.lang)+"/"+string(key.profile)] = p.stats()
 	}
 	return out
 }
 
 // kernel returns a kernel of lang that has never run anything: a warm one
-// from the pool if one is ready, else a new one.
-func (s *Sandbox) kernel(ctx context.Context, lang kernel.Language) (*Kernel, error) {
-	if p := s.pools[lang]; p != nil {
+// of the profile from its pool if one is ready, else a new one.
+func (s *Sandbox) kernel(ctx context.Context, lang kernel.Language, prof profile) (*Kernel, error) {
+	p := s.pools[poolKey{lang, prof}]
+	if p == nil {
+		p = s.pools[poolKey{lang, bare}] // JavaScript has no data profile
+	}
+	if p != nil {
 		if k := p.take(); k != nil {
 			return k, nil
 		}
 	}
 	return s.StartKernel(ctx, lang)
+}
+
+// profileFor picks the warm kernel a one-shot run of code wants: a data
+// kernel if the code names a module that kernel has already imported.
+func (s *Sandbox) profileFor(lang kernel.Language, code string) profile {
+	if lang == kernel.Python {
+		for _, m := range s.preload() {
+			if strings.Contains(code, m) {
+				return data
+			}
+		}
+	}
+	return bare
 }
 
 func (s *Sandbox) closePools() {
@@ -320,6 +372,11 @@ func (k *Kernel) Close() error {
 
 // StartKernel starts a kernel for lang in the sandbox.
 func (s *Sandbox) StartKernel(ctx context.Context, lang kernel.Language) (*Kernel, error) {
+	return s.startKernel(ctx, lang, nil)
+}
+
+// startKernel starts a kernel that imports preload before it is ready.
+func (s *Sandbox) startKernel(ctx context.Context, lang kernel.Language, preload []string) (*Kernel, error) {
 	spec := jail.Spec{
 		Home:     s.home,
 		Tmp:      s.tmp,
@@ -344,6 +401,7 @@ func (s *Sandbox) StartKernel(ctx context.Context, lang kernel.Language) (*Kerne
 		Python:         s.cfg.Python,
 		Node:           s.cfg.Node,
 		MaxOutputBytes: s.limits.OutputBytes,
+		Preload:        preload,
 	})
 	if err != nil {
 		if cg != nil {
@@ -362,7 +420,7 @@ func (s *Sandbox) Run(ctx context.Context, lang kernel.Language, code string, ti
 
 // RunRequest is Run with every option of a cell.
 func (s *Sandbox) RunRequest(ctx context.Context, lang kernel.Language, req kernel.Request) (*kernel.Result, error) {
-	k, err := s.kernel(ctx, lang)
+	k, err := s.kernel(ctx, lang, s.profileFor(lang, req.Code))
 	if err != nil {
 		return nil, err
 	}

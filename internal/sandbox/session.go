@@ -130,7 +130,7 @@ func (s *Session) kernel(ctx context.Context) (*Kernel, error) {
 	if k != nil {
 		s.drop(k)
 	}
-	k, err := s.sb.kernel(ctx, s.Language)
+	k, err := s.sb.kernel(ctx, s.Language, data)
 	if err != nil {
 		return nil, err
 	}
