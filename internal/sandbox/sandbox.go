@@ -124,7 +124,7 @@ type Sandbox struct {
 
 	sessions sessions
 	pools    map[poolKey]*pool // fixed after Create
-	closing  sync.WaitGroup            // kernels being cleaned up after a run
+	closing  sync.WaitGroup    // kernels being cleaned up after a run
 }
 
 // DefaultPreload is what warm Python kernels import: a data-analysis cell
