@@ -1,0 +1,57 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/codecell/codecell/internal/cgroup"
+	"github.com/codecell/codecell/internal/jail"
+	"github.com/codecell/codecell/internal/kernel"
+	"github.com/codecell/codecell/internal/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	jail.RunHelperIfRequested()
+	os.Exit(m.Run())
+}
+
+// TestRun runs every scenario small: each must produce its rows from
+// checked results, and its baselines must run.
+func TestRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for sandboxes")
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("needs bubblewrap")
+	}
+	host, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := Run(context.Background(), Config{
+		Sandbox: sandbox.Config{Cgroups: host, CgroupParent: "codecell-benchtest",
+			Prewarm: map[kernel.Language]int{kernel.Python: 1, kernel.JavaScript: 1}},
+		Cells: 5, NewSessions: 1, OneShots: 2, Sessions: 2, Throughput: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range rows {
+		seen[r.Scenario] = true
+		if r.Value <= 0 {
+			t.Errorf("%s %s: value %v", r.Scenario, r.Metric, r.Value)
+		}
+		if r.BaselineName != "" && r.Baseline <= 0 {
+			t.Errorf("%s %s: baseline %q did not run", r.Scenario, r.Metric, r.BaselineName)
+		}
+	}
+	for _, s := range []string{"session-cell", "new-session", "one-shot", "memory", "throughput"} {
+		if !seen[s] {
+			t.Errorf("no rows for %s", s)
+		}
+	}
+}
