@@ -110,6 +110,7 @@ type Kernel struct {
 	req     *os.File   // fd 3 of the driver
 	frames  chan frame // from fd 4; closed when the driver is gone
 	Version string     // the interpreter's version, from its ready frame
+	pid     int        // host pid of the interpreter, known once it is ready
 
 	mu      sync.Mutex // held for a whole cell
 	cellSeq int
@@ -196,6 +197,7 @@ func Start(ctx context.Context, cfg Config) (*Kernel, error) {
 	case f, ok := <-k.frames:
 		if ok && f.Type == "ready" {
 			k.Version = f.Version
+			k.pid = proc.ProgramPid()
 			if err = k.preload(cfg.Preload, t.C); err == nil {
 				return k, nil
 			}
@@ -436,7 +438,12 @@ func (k *Kernel) kill() {
 func (k *Kernel) Interrupt() error { return k.proc.Interrupt() }
 
 // Pid is the host pid of the interpreter (0 if it has exited).
-func (k *Kernel) Pid() int { return k.proc.ProgramPid() }
+func (k *Kernel) Pid() int {
+	if !k.Alive() {
+		return 0
+	}
+	return k.pid
+}
 
 // Alive reports whether the kernel can run cells.
 func (k *Kernel) Alive() bool {

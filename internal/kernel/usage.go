@@ -61,8 +61,7 @@ func (k *Kernel) startMeter() meter {
 	if g := k.cfg.Spec.Cgroup; g != nil {
 		g.ResetMemoryPeak()
 	}
-	pid := k.proc.ProgramPid()
-	return meter{k: k, pid: pid, cpu0: cpuTime(pid), start: time.Now()}
+	return meter{k: k, pid: k.pid, cpu0: cpuTime(k.pid), start: time.Now()}
 }
 
 func (m meter) stop() Usage {
