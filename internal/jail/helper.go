@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"syscall"
 
@@ -20,6 +21,7 @@ type helperConfig struct {
 	GID     int
 	Parent  int // the server's pid; the helper gives up if it is gone
 	Rlimits Rlimits
+	Nice    int
 	Path    string   // bwrap
 	Argv    []string // bwrap's argv
 	Env     []string // user code's environment
@@ -32,6 +34,9 @@ func RunHelperIfRequested() {
 	if len(os.Args) != 3 || os.Args[1] != helperArg {
 		return
 	}
+	// Priority is per thread: the thread that sets it must be the one that
+	// execs bwrap.
+	runtime.LockOSThread()
 	var h helperConfig
 	if err := json.Unmarshal([]byte(os.Args[2]), &h); err != nil {
 		helperFail("decoding config", err)
@@ -66,6 +71,11 @@ func (h *helperConfig) run() error {
 	} {
 		if err := syscall.Setrlimit(l.res, &syscall.Rlimit{Cur: l.max, Max: l.max}); err != nil {
 			return fmt.Errorf("setrlimit(%d): %w", l.res, err)
+		}
+	}
+	if h.Nice != 0 {
+		if err := syscall.Setpriority(syscall.PRIO_PROCESS, 0, h.Nice); err != nil {
+			return fmt.Errorf("setpriority(%d): %w", h.Nice, err)
 		}
 	}
 	// 3. Become the sandbox's own host user: not root, not the server. bwrap

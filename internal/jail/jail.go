@@ -87,6 +87,9 @@ type Spec struct {
 	Rlimits Rlimits
 	// ShmBytes bounds the private /dev/shm; 0 means 64 MiB.
 	ShmBytes int64
+	// Nice is the CPU priority the jail starts with (0 normal, up to 19
+	// lowest); see Renice.
+	Nice int
 	// Stdin, Stdout, Stderr are the process's fds 0-2 (nil: /dev/null).
 	Stdin, Stdout, Stderr *os.File
 	// ExtraFiles become fds 3, 4, ... of the jailed program.
@@ -222,6 +225,7 @@ func Start(ctx context.Context, c Config, spec Spec) (*Process, error) {
 		GID:     spec.HostGID,
 		Parent:  os.Getpid(),
 		Rlimits: spec.Rlimits.withDefaults(),
+		Nice:    spec.Nice,
 		Path:    bwrap,
 		Argv:    append([]string{"bwrap", "--args", argsFD, "--"}, spec.Argv...),
 		Env:     Environ(cwd, spec.Env),
@@ -351,6 +355,19 @@ func (p *Process) Stop() {
 		syscall.Kill(p.init, syscall.SIGKILL)
 	} else {
 		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// Renice gives every thread of the processes pids the CPU priority nice
+// (lowering it needs root, which the server is).
+func Renice(pids []int, nice int) {
+	for _, pid := range pids {
+		tasks, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+		for _, t := range tasks {
+			if tid, err := strconv.Atoi(t.Name()); err == nil {
+				syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice)
+			}
+		}
 	}
 }
 

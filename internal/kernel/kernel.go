@@ -434,6 +434,14 @@ func (k *Kernel) kill() {
 	}
 }
 
+// Renice sets the CPU priority of every process and thread of the kernel.
+func (k *Kernel) Renice(nice int) {
+	if g := k.cfg.Spec.Cgroup; g != nil {
+		pids, _ := g.Pids()
+		jail.Renice(pids, nice)
+	}
+}
+
 // Interrupt interrupts the running cell, if any.
 func (k *Kernel) Interrupt() error { return k.proc.Interrupt() }
 

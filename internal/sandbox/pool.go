@@ -40,6 +40,9 @@ type PoolStats struct {
 	LastError string `json:"last_error,omitempty"`
 }
 
+// warmNice is the CPU priority of kernels being started for a pool.
+const warmNice = 10
+
 func newPool(sb *Sandbox, lang kernel.Language, size int, preload []string) *pool {
 	p := &pool{sb: sb, lang: lang, size: size, preload: preload, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go p.refill()
@@ -69,6 +72,7 @@ func (p *pool) take() *Kernel {
 		p.ready = p.ready[1:]
 		if k.Alive() {
 			p.served++
+			k.Renice(0)
 			return k
 		}
 		go k.Close()
@@ -96,7 +100,9 @@ func (p *pool) refill() {
 				time.Sleep(min(time.Duration(failures)*time.Second, 30*time.Second))
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			k, err := p.sb.startKernel(ctx, p.lang, p.preload)
+			// Kernels start at low priority, so that filling the pool does not
+			// slow down the sandbox's live sessions; take restores it.
+			k, err := p.sb.startKernel(ctx, p.lang, p.preload, warmNice)
 			cancel()
 			p.mu.Lock()
 			p.starting--

@@ -2,6 +2,10 @@ package sandbox_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -61,6 +65,21 @@ func TestWarmPool(t *testing.T) {
 		if st := sb.PoolStats()[tt.session]; st.Served != served+1 {
 			t.Errorf("%s: served %d after a session, want %d", tt.session, st.Served, served+1)
 		}
+		// Warm kernels wait at low priority; a kernel in use runs at normal priority.
+		if n := niceOf(t, sess.HostPid()); n != 0 {
+			t.Errorf("%s: the session's kernel runs at nice %d", tt.session, n)
+		}
+		waitPool(t, sb, tt.session, 1)
+		low := 0
+		pids, _ := sb.Cgroup().Pids()
+		for _, pid := range pids {
+			if niceOf(t, pid) == 10 {
+				low++
+			}
+		}
+		if low == 0 {
+			t.Errorf("no warm kernel process at nice 10")
+		}
 		sb.EndSession(tt.lang, sess.ID)
 	}
 
@@ -79,4 +98,16 @@ func TestWarmPool(t *testing.T) {
 	if st := sb.PoolStats()["python/bare"]; st.Served != served {
 		t.Errorf("a dead warm kernel was handed out: %+v", st)
 	}
+}
+
+// niceOf is the nice value of pid (field 19 of /proc/<pid>/stat).
+func niceOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -100
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	n, _ := strconv.Atoi(f[16])
+	return n
 }

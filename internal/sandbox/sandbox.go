@@ -372,11 +372,12 @@ func (k *Kernel) Close() error {
 
 // StartKernel starts a kernel for lang in the sandbox.
 func (s *Sandbox) StartKernel(ctx context.Context, lang kernel.Language) (*Kernel, error) {
-	return s.startKernel(ctx, lang, nil)
+	return s.startKernel(ctx, lang, nil, 0)
 }
 
-// startKernel starts a kernel that imports preload before it is ready.
-func (s *Sandbox) startKernel(ctx context.Context, lang kernel.Language, preload []string) (*Kernel, error) {
+// startKernel starts a kernel that imports preload before it is ready, at
+// CPU priority nice.
+func (s *Sandbox) startKernel(ctx context.Context, lang kernel.Language, preload []string, nice int) (*Kernel, error) {
 	spec := jail.Spec{
 		Home:     s.home,
 		Tmp:      s.tmp,
@@ -384,6 +385,7 @@ func (s *Sandbox) startKernel(ctx context.Context, lang kernel.Language, preload
 		HostGID:  s.uid,
 		Rlimits:  jail.Rlimits{FileSize: s.limits.FileSizeBytes, OpenFiles: s.limits.OpenFiles},
 		ShmBytes: min(64<<20, s.limits.MemoryBytes/4),
+		Nice:     nice,
 	}
 	var cg *cgroup.Group
 	if s.cg != nil {
