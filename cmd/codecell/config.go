@@ -26,6 +26,7 @@ type common struct {
 	disk    string
 	output  string
 	cgroup  string
+	pyMode  string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -36,6 +37,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.cpus, "cpus", float64(envInt("CODECELL_CPUS", 1)), "CPU quota per sandbox, in cores (CODECELL_CPUS)")
 	fs.StringVar(&c.disk, "disk", env("CODECELL_DISK", "1G"), "disk quota per sandbox for home and /tmp (CODECELL_DISK)")
 	fs.StringVar(&c.cgroup, "cgroup-parent", env("CODECELL_CGROUP_PARENT", "codecell"), "cgroup under which sandboxes' groups are made (CODECELL_CGROUP_PARENT)")
+	fs.StringVar(&c.pyMode, "python-mode", env("CODECELL_PYTHON_MODE", sandbox.PythonSpawn), "how Python kernels start: spawn (a new interpreter in a new jail each) or fork (forked from the sandbox's zygote, which has imported IPython and the preload modules) (CODECELL_PYTHON_MODE)")
 	fs.StringVar(&c.output, "max-output", env("CODECELL_MAX_OUTPUT", "1M"), "output returned per cell; the rest is cut and marked (CODECELL_MAX_OUTPUT)")
 }
 
@@ -54,7 +56,12 @@ func (c *common) sandboxConfig(log *slog.Logger) (sandbox.Config, error) {
 		return sandbox.Config{}, fmt.Errorf("--max-output: %w", err)
 	}
 	lim.Pids, lim.CPUs = c.pids, c.cpus
+	mode, err := sandbox.ParsePythonMode(c.pyMode)
+	if err != nil {
+		return sandbox.Config{}, fmt.Errorf("--python-mode: %w", err)
+	}
 	cfg := sandbox.Config{
+		PythonMode:   mode,
 		DataDir:      c.dataDir,
 		CgroupParent: c.cgroup,
 		Jail:         jail.Config{Unsafe: c.unsafe, Logger: log},

@@ -94,6 +94,14 @@ type Spec struct {
 	Stdin, Stdout, Stderr *os.File
 	// ExtraFiles become fds 3, 4, ... of the jailed program.
 	ExtraFiles []*os.File
+	// Zygote marks the jail of a fork server (see kernel.Zygote): the
+	// program keeps all capabilities INSIDE its own user namespace
+	// (bwrap --cap-add ALL; none in the host's) and gets no seccomp filter,
+	// because it runs no user code: the children it forks enter their own
+	// namespaces, drop every capability, set no_new_privs and load the
+	// filter themselves before any user code runs. Everything else (uid,
+	// binds, read-only root, environment, cgroup, rlimits) is as for any jail.
+	Zygote bool
 }
 
 // Errors returned by Start.
@@ -164,9 +172,11 @@ func Start(ctx context.Context, c Config, spec Spec) (*Process, error) {
 		return fdOf(r), nil
 	}
 
-	seccompFD, err := dataFD(filter)
-	if err != nil {
-		return nil, fmt.Errorf("jail: passing the seccomp filter: %w", err)
+	var seccompFD string
+	if !spec.Zygote {
+		if seccompFD, err = dataFD(filter); err != nil {
+			return nil, fmt.Errorf("jail: passing the seccomp filter: %w", err)
+		}
 	}
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
@@ -182,7 +192,11 @@ func Start(ctx context.Context, c Config, spec Spec) (*Process, error) {
 		"--hostname", "sandbox",
 		"--new-session",
 		"--die-with-parent",
-		"--cap-drop", "ALL",
+	}
+	if spec.Zygote {
+		args = append(args, "--cap-add", "ALL")
+	} else {
+		args = append(args, "--cap-drop", "ALL")
 	}
 	args = append(args, systemMounts()...)
 	for _, f := range syntheticEtc() {
@@ -208,9 +222,11 @@ func Start(ctx context.Context, c Config, spec Spec) (*Process, error) {
 		// /etc/ld.so.preload or fill memory outside the disk quota.
 		"--remount-ro", "/",
 		"--chdir", cwd,
-		"--seccomp", seccompFD,
 		"--info-fd", infoFD,
 	)
+	if !spec.Zygote {
+		args = append(args, "--seccomp", seccompFD)
+	}
 	// bwrap's argv stays visible as the jail's /proc/1/cmdline: pass the
 	// options through an fd so that no host path (data dir, sandbox id)
 	// shows. The command itself must stay on the command line.

@@ -9,6 +9,18 @@
 // length-prefixed JSON bounded in size; user code that forges frames (it
 // shares the driver's process) can only confuse its own results, so nothing
 // in a frame is trusted beyond the session it came from.
+//
+// A Python kernel is either spawned (a new interpreter in a new jail) or
+// forked from a Zygote, a per-sandbox fork server that has imported IPython
+// and the preload modules (zygote.go). A forked kernel enters its own pid,
+// mount, net, ipc and uts namespaces and its own cgroup, and drops every
+// capability, sets no_new_privs and loads the same seccomp filter before any
+// user code runs. Trade-off: forked kernels do not get address-space layout
+// randomisation of their own. Every kernel forked from one zygote has the
+// zygote's memory layout (interpreter, libraries, heap, stack), so an address
+// leaked in one kernel of a sandbox holds in its other kernels; they also
+// share Python's str hash secret. Only kernels of the same sandbox share a
+// zygote, and a restarted zygote has a new layout.
 package kernel
 
 import (
@@ -101,12 +113,27 @@ type Config struct {
 	// Preload lists Python modules imported before the kernel is ready, so
 	// that the first cell that uses them does not pay for the import.
 	Preload []string
+	// Zygote, if set, forks a Python kernel instead of starting an
+	// interpreter in a new jail (see zygote.go). Spec is then the kernel's:
+	// its Cgroup, Rlimits, ShmBytes and Nice apply to the forked kernel.
+	Zygote *Zygote
+}
+
+// process is a kernel's process tree: a jail (*jail.Process) or a kernel
+// forked by a zygote (*forked).
+type process interface {
+	Done() <-chan struct{}
+	Wait() error
+	Kill()
+	Stop()
+	Interrupt() error
+	ProgramPid() int
 }
 
 // Kernel is a running interpreter in a jail. It runs one cell at a time.
 type Kernel struct {
 	cfg     Config
-	proc    *jail.Process
+	proc    process
 	req     *os.File   // fd 3 of the driver
 	frames  chan frame // from fd 4; closed when the driver is gone
 	Version string     // the interpreter's version, from its ready frame
@@ -169,11 +196,24 @@ func Start(ctx context.Context, cfg Config) (*Kernel, error) {
 		unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, 1<<20)
 	}
 
-	spec := cfg.Spec
-	spec.Argv = argv
-	spec.Stdout, spec.Stderr = outW, errW
-	spec.ExtraFiles = []*os.File{reqR, frW, outR, errR}
-	proc, err := jail.Start(ctx, cfg.Jail, spec)
+	var proc process
+	if cfg.Zygote != nil && cfg.Language == Python {
+		var f *forked
+		f, err = cfg.Zygote.fork(ctx, cfg.Spec, []*os.File{reqR, frW, outR, errR, outW, errW})
+		if f != nil {
+			proc = f
+		}
+	} else {
+		spec := cfg.Spec
+		spec.Argv = argv
+		spec.Stdout, spec.Stderr = outW, errW
+		spec.ExtraFiles = []*os.File{reqR, frW, outR, errR}
+		var j *jail.Process
+		j, err = jail.Start(ctx, cfg.Jail, spec)
+		if j != nil {
+			proc = j
+		}
+	}
 	// The child has its ends now; the server must not hold them, or it
 	// would never see EOF on the frame pipe when the driver dies.
 	closeAll(childEnds)

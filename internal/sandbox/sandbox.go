@@ -87,6 +87,10 @@ type Config struct {
 	Preload []string
 	// Python and Node are the interpreters (see kernel.Config).
 	Python, Node string
+	// PythonMode is PythonSpawn (""; a new interpreter in a new jail per
+	// kernel) or PythonFork (kernels forked from the sandbox's zygote).
+	// Unsafe mode always spawns.
+	PythonMode string
 }
 
 // Options are what differs between sandboxes.
@@ -124,6 +128,7 @@ type Sandbox struct {
 
 	sessions sessions
 	pools    map[poolKey]*pool // fixed after Create
+	zyg      *zygote           // fork mode only; fixed after Create
 	closing  sync.WaitGroup    // kernels being cleaned up after a run
 }
 
@@ -231,6 +236,9 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: cgroup: %w", opt.ID, err)
 	}
+	if s.forkMode() {
+		s.zyg = &zygote{sb: s}
+	}
 	s.startPools()
 	return s, nil
 }
@@ -260,6 +268,9 @@ func (s *Sandbox) startPools() {
 		s.pools[poolKey{lang, bare}] = newPool(s, lang, n, nil)
 		if lang == kernel.Python {
 			s.pools[poolKey{lang, data}] = newPool(s, lang, n, s.preload())
+			if s.zyg != nil {
+				s.zyg.hold() // warm Python kernels: keep the zygote too
+			}
 		}
 	}
 }
@@ -276,6 +287,9 @@ func (s *Sandbox) PoolStats() map[string]PoolStats {
 	out := map[string]PoolStats{}
 	for key, p := range s.pools {
 		out[string(key.lang)+"/"+string(key.profile)] = p.stats()
+	}
+	if s.zyg != nil {
+		out["python/zygote"] = s.zyg.stats()
 	}
 	return out
 }
@@ -355,7 +369,8 @@ func (s *Sandbox) Cgroup() *cgroup.Group { return s.cg }
 // Kernel is a kernel of the sandbox with the cgroup it runs in.
 type Kernel struct {
 	*kernel.Kernel
-	cg *cgroup.Group
+	cg      *cgroup.Group
+	release func() // of the zygote, once; nil unless forked
 }
 
 // Cgroup is the kernel's own group, a child of the sandbox's.
@@ -366,6 +381,9 @@ func (k *Kernel) Close() error {
 	err := k.Kernel.Close()
 	if k.cg != nil {
 		err = errors.Join(err, k.cg.Remove())
+	}
+	if k.release != nil {
+		k.release()
 	}
 	return err
 }
@@ -378,15 +396,7 @@ func (s *Sandbox) StartKernel(ctx context.Context, lang kernel.Language) (*Kerne
 // startKernel starts a kernel that imports preload before it is ready, at
 // CPU priority nice.
 func (s *Sandbox) startKernel(ctx context.Context, lang kernel.Language, preload []string, nice int) (*Kernel, error) {
-	spec := jail.Spec{
-		Home:     s.home,
-		Tmp:      s.tmp,
-		HostUID:  s.uid,
-		HostGID:  s.uid,
-		Rlimits:  jail.Rlimits{FileSize: s.limits.FileSizeBytes, OpenFiles: s.limits.OpenFiles},
-		ShmBytes: min(64<<20, s.limits.MemoryBytes/4),
-		Nice:     nice,
-	}
+	spec := s.jailSpec(nil, nice)
 	var cg *cgroup.Group
 	if s.cg != nil {
 		var err error
@@ -396,7 +406,20 @@ func (s *Sandbox) startKernel(ctx context.Context, lang kernel.Language, preload
 		}
 		spec.Cgroup = cg
 	}
+	var zyg *kernel.Zygote
+	var release func()
+	if lang == kernel.Python && s.zyg != nil {
+		z, err := s.zyg.acquire(ctx)
+		if err != nil {
+			if cg != nil {
+				cg.Remove()
+			}
+			return nil, err
+		}
+		zyg, release = z, sync.OnceFunc(s.zyg.release)
+	}
 	k, err := kernel.Start(ctx, kernel.Config{
+		Zygote:         zyg,
 		Language:       lang,
 		Jail:           s.cfg.Jail,
 		Spec:           spec,
@@ -409,9 +432,12 @@ func (s *Sandbox) startKernel(ctx context.Context, lang kernel.Language, preload
 		if cg != nil {
 			cg.Remove()
 		}
+		if release != nil {
+			release()
+		}
 		return nil, err
 	}
-	return &Kernel{Kernel: k, cg: cg}, nil
+	return &Kernel{Kernel: k, cg: cg, release: release}, nil
 }
 
 // Run executes code once in a fresh kernel that is destroyed afterwards,
@@ -449,6 +475,9 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	s.closePools()
 	s.closeSessions()
 	s.closing.Wait()
+	if s.zyg != nil {
+		s.zyg.close()
+	}
 	var errs []error
 	if s.cg != nil {
 		errs = append(errs, s.cg.Remove())
@@ -464,6 +493,9 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 	s.closePools()
 	s.closeSessions()
 	s.closing.Wait()
+	if s.zyg != nil {
+		s.zyg.close()
+	}
 	var errs []error
 	if s.cg != nil {
 		errs = append(errs, s.cg.Remove())

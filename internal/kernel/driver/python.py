@@ -1,6 +1,8 @@
-# codecell Python driver: runs inside the jail, one process per kernel.
+# codecell Python driver: runs inside the jail, one process per kernel, or,
+# started with the argument "zygote", as the sandbox's fork server (see
+# zygote_main and internal/kernel/zygote.go).
 #
-# File descriptors (set up by the server, see internal/kernel):
+# File descriptors of a kernel (set up by the server, see internal/kernel):
 #   3  requests from the server (length-prefixed JSON frames)
 #   4  frames to the server (length-prefixed JSON frames)
 #   5  read end of the pipe that is this process's fd 1
@@ -19,16 +21,26 @@ import sys
 import threading
 
 REQ_FD, FRAME_FD, OUT_FD, ERR_FD = 3, 4, 5, 6
+ZYGOTE = len(sys.argv) > 1 and sys.argv[1] == "zygote"
 MAIN_PID = os.getpid()
-os.closerange(7, 1 << 16)  # nothing the jail set up is for user code
-
-# The frame fds must not leak into processes user code starts.
-for _fd in (REQ_FD, FRAME_FD, OUT_FD, ERR_FD):
-    os.set_inheritable(_fd, False)
-os.set_blocking(OUT_FD, False)
-os.set_blocking(ERR_FD, False)
+_wired = False  # fds 1-6 are the kernel's (never in the zygote itself)
 
 _lock = threading.RLock()  # serialises frames and the output budget
+
+
+def wire_fds():
+    """Takes fds 1-6 as the kernel's and starts the thread that forwards
+    fds 1 and 2. Never called in the zygote: it must fork with no thread."""
+    global MAIN_PID, _wired
+    MAIN_PID = os.getpid()
+    os.closerange(7, 1 << 16)  # nothing the jail set up is for user code
+    # The frame fds must not leak into processes user code starts.
+    for fd in (REQ_FD, FRAME_FD, OUT_FD, ERR_FD):
+        os.set_inheritable(fd, False)
+    os.set_blocking(OUT_FD, False)
+    os.set_blocking(ERR_FD, False)
+    _wired = True
+    threading.Thread(target=_pump_fds, daemon=True, name="codecell-fds").start()
 
 
 class _Cell:
@@ -49,6 +61,8 @@ def _write_all(fd, b):
 
 
 def send(msg):
+    if not _wired:
+        return  # the zygote has no frame pipe: what it prints goes nowhere
     body = json.dumps(msg, ensure_ascii=True).encode()
     with _lock:
         _write_all(FRAME_FD, struct.pack(">I", len(body)) + body)
@@ -76,6 +90,8 @@ _names = {OUT_FD: "stdout", ERR_FD: "stderr"}
 def drain_fds():
     """Forwards whatever is pending on fds 1 and 2 (written by C code,
     os.write or child processes)."""
+    if not _wired:
+        return
     with _lock:
         for fd in (OUT_FD, ERR_FD):
             while True:
@@ -141,7 +157,8 @@ class StreamWriter:
 
 sys.stdout = sys.__stdout__ = StreamWriter("stdout")
 sys.stderr = sys.__stderr__ = StreamWriter("stderr")
-threading.Thread(target=_pump_fds, daemon=True, name="codecell-fds").start()
+if not ZYGOTE:
+    wire_fds()
 
 import re  # noqa: E402
 
@@ -379,4 +396,277 @@ def preload(modules):
     send({"type": "preloaded"})
 
 
-main()
+
+# --- fork server -------------------------------------------------------------
+#
+# The zygote (argv: zygote MODULE,MODULE...) runs in a jail of its own that
+# keeps every capability inside its user namespace and has no seccomp filter;
+# it never runs user code. fd 3 is its control socket (SOCK_SEQPACKET), fd 4
+# holds the seccomp program, which it reads once and keeps in memory. For
+# each request (a JSON message with seven fds: requests-read, frames-write,
+# stdout-read, stderr-read, stdout-write, stderr-write, go-read) it forks C1,
+# which enters new mount, pid, net, ipc and uts namespaces and forks C2, pid
+# 1 of the new pid namespace; C1 reports C2's pid and exits. C2 makes its
+# mounts private, mounts its own /proc and /dev/shm, brings lo up, keeps only
+# its seven fds and waits on the go pipe while the server moves it into the
+# kernel's cgroup. Then C2 drops every capability, sets no_new_privs, loads
+# the seccomp filter (and checks all of it in /proc/self/status), and forks
+# C3, the kernel, which runs main() on fds 0-6 as a spawned kernel would.
+# C2 stays as the namespace's init and exits when C3 does. Any failure in
+# C1 or C2 exits before user code runs.
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x4000000, 0x8000000, 0x20000000, 0x40000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_RDONLY = 2, 4, 8, 1
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_CAP_AMBIENT = 24, 38, 22, 47
+PR_CAP_AMBIENT_CLEAR_ALL, SECCOMP_MODE_FILTER = 4, 2
+
+
+def _libc():
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    libc.unshare.argtypes = [ctypes.c_int]
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    libc.capset.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    return ctypes, libc
+
+
+def _check(ctypes, ret, what):
+    if ret != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+
+
+def zygote_main():
+    # Started with -I: no "" (home) and no user site-packages on sys.path.
+    if not sys.flags.isolated or "" in sys.path or os.getcwd() in sys.path:
+        raise SystemExit("zygote: not isolated from the working directory (start it with -I)")
+    import socket
+
+    ctypes, libc = _libc()
+    import fcntl
+    import resource
+
+    ctl = socket.socket(fileno=REQ_FD)
+    with os.fdopen(FRAME_FD, "rb") as f:
+        program = f.read()
+    os.closerange(5, 1 << 16)
+    if not program or len(program) % 8:
+        raise SystemExit("zygote: no seccomp program")
+    modules = [m for m in (sys.argv[2] if len(sys.argv) > 2 else "").split(",") if m]
+    import importlib
+
+    for m in modules:
+        try:
+            importlib.import_module(m)
+        except Exception:
+            pass
+    gc.freeze()
+    tasks = os.listdir("/proc/self/task")
+    if len(tasks) != 1 or threading.active_count() != 1:
+        raise SystemExit("zygote: %d threads before forking; refusing" % len(tasks))
+    env = (ctypes, libc, fcntl, resource, socket, program)
+    ctl.send(json.dumps({"type": "ready", "version": sys.version.split()[0]}).encode())
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(ctl, 1 << 16, 16)
+        except InterruptedError:
+            continue
+        if not msg:
+            os._exit(0)  # the server is gone
+        _reap()
+        try:
+            req = json.loads(msg)
+        except ValueError:
+            req = None
+        if req is None or len(fds) != 7:
+            for fd in fds:
+                os.close(fd)
+            ctl.send(b'{"error":"bad fork request"}')
+            continue
+        if len(os.listdir("/proc/self/task")) != 1:
+            # A thread would be copied half-way into every child: stop here.
+            for fd in fds:
+                os.close(fd)
+            ctl.send(b'{"error":"the zygote has more than one thread"}')
+            os._exit(1)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(r)
+                ctl.close()
+                _child1(env, w, fds, req)
+            finally:
+                os._exit(1)
+        os.close(w)
+        for fd in fds:
+            os.close(fd)
+        # C1 writes one short message (or nothing if it failed); answer
+        # before C1 has finished exiting, and reap it afterwards.
+        try:
+            reply = os.read(r, 4096)
+        except OSError:
+            reply = b""
+        os.close(r)
+        ctl.send(reply or b'{"error":"fork failed"}')
+        _reap()
+
+
+def _reap():
+    """Reaps the C1s that have exited (C2s are the jail init's children)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+        if pid == 0:
+            return
+
+
+def _child1(env, w, fds, req):
+    ctypes, libc = env[0], env[1]
+    try:
+        _check(ctypes, libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+        pid = os.fork()
+    except BaseException as e:
+        os.write(w, json.dumps({"error": str(e)}).encode())
+        os._exit(1)
+    if pid == 0:
+        try:
+            os.close(w)
+            _child2(env, fds, req)
+        finally:
+            os._exit(1)
+    os.write(w, json.dumps({"pid": pid}).encode())
+    os._exit(0)
+
+
+def _child2(env, fds, req):
+    ctypes, libc, fcntl, resource, socket, program = env
+    # Keep only our seven fds (moved above 100) and fd 0 (/dev/null).
+    mine = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in fds]
+    for fd in fds:
+        os.close(fd)
+    os.closerange(1, 100)
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd not in mine:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    errw = mine[5]
+    try:
+        os.setsid()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        _check(ctypes, libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "private propagation")
+        _check(ctypes, libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
+        for sub in (b"/proc/sys", b"/proc/sysrq-trigger", b"/proc/irq", b"/proc/bus"):
+            if os.path.exists(sub):  # read-only, as bwrap does
+                _check(ctypes, libc.mount(sub, sub, None, MS_BIND | MS_REC, None), "bind " + sub.decode())
+                _check(ctypes, libc.mount(None, sub, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "remount " + sub.decode())
+        shm = b"size=%d,mode=1777" % int(req.get("shm_bytes") or 64 << 20)
+        _check(ctypes, libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, shm), "mount /dev/shm")
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        ifr = fcntl.ioctl(s, 0x8913, struct.pack("16sH14x", b"lo", 0))  # SIOCGIFFLAGS
+        flags = struct.unpack("16sH14x", ifr)[1]
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", flags | 1))  # SIOCSIFFLAGS IFF_UP
+        s.close()
+        socket.sethostname("sandbox")
+        # Wait until the server has put this process into the kernel's cgroup.
+        if os.read(mine[6], 2) != b"go":
+            os._exit(1)
+        os.close(mine[6])
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        fsize, nofile = int(req["fsize"]), int(req["nofile"])
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        # Every capability: bounding, ambient, then effective, permitted, inheritable.
+        for cap in range(64):
+            if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # EINVAL: no such cap
+                _check(ctypes, -1, "drop capability %d" % cap)
+        _check(ctypes, libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
+        hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)
+        data = (ctypes.c_uint32 * 6)()
+        _check(ctypes, libc.capset(ctypes.addressof(hdr), ctypes.addressof(data)), "capset")
+        _check(ctypes, libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+
+        class SockFprog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+        buf = ctypes.create_string_buffer(program, len(program))
+        fprog = SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        _check(ctypes, libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0), "seccomp")
+        st = {}
+        with open("/proc/self/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                st[k] = v.strip()
+        want = {"Seccomp": "2", "NoNewPrivs": "1", "CapEff": "0" * 16, "CapPrm": "0" * 16,
+                "CapBnd": "0" * 16, "CapInh": "0" * 16, "CapAmb": "0" * 16}
+        for k, v in want.items():
+            if st.get(k) != v:
+                raise OSError("%s is %r after set-up, want %r" % (k, st.get(k), v))
+        os.chdir("/home/user")
+        kpid = os.fork()
+    except BaseException as e:
+        try:
+            os.write(errw, ("codecell zygote: setting up the kernel failed: %s\n" % (e,)).encode())
+        finally:
+            os._exit(125)
+    if kpid == 0:
+        try:
+            _kernel_child(mine)
+        finally:
+            os._exit(1)
+    for fd in mine[:6]:
+        os.close(fd)
+    # The namespace's init: reap, and leave (taking every process of the
+    # namespace with it) when the kernel exits.
+    while True:
+        try:
+            p, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(1)
+        except InterruptedError:
+            continue
+        if p == kpid:
+            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
+def _kernel_child(mine):
+    for target, fd in zip((3, 4, 5, 6, 1, 2), mine[:6]):
+        os.dup2(fd, target)
+    sys.argv = ["-c"]
+    # What `python3 -u -c` gives a spawned kernel and the zygote's -I left
+    # out (it must not import anything user code can write).
+    sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
+    sys.path.insert(0, "")
+    import site
+
+    site.ENABLE_USER_SITE = True
+    user_site = site.getusersitepackages()
+    if os.path.isdir(user_site):
+        site.addsitedir(user_site)
+    signal.signal(signal.SIGINT, _on_sigint)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed()  # not the zygote's state, shared by every fork
+    wire_fds()
+    main()
+    os._exit(0)
+
+
+if ZYGOTE:
+    try:
+        zygote_main()
+    except BaseException as e:
+        os.write(2, ("codecell zygote: %s\n" % (e,)).encode())
+    os._exit(1)
+else:
+    main()
