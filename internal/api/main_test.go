@@ -59,7 +59,13 @@ func newServer(t testing.TB, o serverOpts) *testServer {
 	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
 		os.Chmod(d, 0o711)
 	}
+	// CODECELL_TEST_PYTHON_MODE=fork runs the API tests against forked kernels.
+	mode, err := sandbox.ParsePythonMode(os.Getenv("CODECELL_TEST_PYTHON_MODE"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := sandbox.Config{
+		PythonMode:   mode,
 		DataDir:      filepath.Join(dir, "data"),
 		Cgroups:      host,
 		CgroupParent: "codecell-apitest",
