@@ -342,7 +342,12 @@ func (p *Process) ProgramPid() int {
 	if p.init == 0 {
 		return p.cmd.Process.Pid
 	}
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.init), "task", strconv.Itoa(p.init), "children"))
+	return FirstChild(p.init)
+}
+
+// FirstChild returns the host pid of the first child of pid, 0 if it has none.
+func FirstChild(pid int) int {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", strconv.Itoa(pid), "children"))
 	if err != nil {
 		return 0
 	}
@@ -350,8 +355,8 @@ func (p *Process) ProgramPid() int {
 	if len(f) == 0 {
 		return 0
 	}
-	pid, _ := strconv.Atoi(f[0])
-	return pid
+	child, _ := strconv.Atoi(f[0])
+	return child
 }
 
 // Interrupt sends SIGINT to the program (not to its children, as Jupyter does).

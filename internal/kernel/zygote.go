@@ -410,16 +410,7 @@ func (p *forked) ProgramPid() int {
 		return 0
 	default:
 	}
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.init), "task", strconv.Itoa(p.init), "children"))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	pid, _ := strconv.Atoi(f[0])
-	return pid
+	return jail.FirstChild(p.init)
 }
 
 func (p *forked) Interrupt() error {

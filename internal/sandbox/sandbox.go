@@ -472,16 +472,7 @@ func (s *Sandbox) discard(k *Kernel) {
 // Close ends every session and process of the sandbox, removes its cgroup
 // and unmounts its disk, keeping the files for a later Create of the same id.
 func (s *Sandbox) Close(ctx context.Context) error {
-	s.closePools()
-	s.closeSessions()
-	s.closing.Wait()
-	if s.zyg != nil {
-		s.zyg.close()
-	}
-	var errs []error
-	if s.cg != nil {
-		errs = append(errs, s.cg.Remove())
-	}
+	errs := s.stop()
 	if s.vol != nil {
 		errs = append(errs, s.vol.Unmount(ctx))
 	}
@@ -490,21 +481,27 @@ func (s *Sandbox) Close(ctx context.Context) error {
 
 // Destroy kills everything in the sandbox and deletes its files and cgroup.
 func (s *Sandbox) Destroy(ctx context.Context) error {
+	errs := s.stop()
+	if s.vol != nil {
+		errs = append(errs, s.vol.Destroy(ctx))
+	}
+	errs = append(errs, os.RemoveAll(s.dir))
+	return errors.Join(errs...)
+}
+
+// stop ends the pools, sessions, one-shot kernels and zygote, in that
+// order (the zygote's forks die with it), and removes the cgroup.
+func (s *Sandbox) stop() []error {
 	s.closePools()
 	s.closeSessions()
 	s.closing.Wait()
 	if s.zyg != nil {
 		s.zyg.close()
 	}
-	var errs []error
 	if s.cg != nil {
-		errs = append(errs, s.cg.Remove())
+		return []error{s.cg.Remove()}
 	}
-	if s.vol != nil {
-		errs = append(errs, s.vol.Destroy(ctx))
-	}
-	errs = append(errs, os.RemoveAll(s.dir))
-	return errors.Join(errs...)
+	return nil
 }
 
 // checkTraversable makes sure sandbox uids, which are neither the owner nor
