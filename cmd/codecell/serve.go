@@ -60,7 +60,8 @@ func serveCmd(ctx context.Context, args []string) error {
 	cfg.Limits.DefaultTimeout = *defTimeout
 	mgr := sandbox.NewManager(sandbox.ManagerConfig{Sandbox: cfg, MaxSandboxes: *maxSandboxes, SessionIdle: *idle, Logger: log})
 
-	layers := doctor.Prerequisites(cfg)
+	runtimes := doctor.ProbeRuntimes(cfg)
+	layers := doctor.Prerequisites(cfg, runtimes)
 	for _, l := range layers {
 		if !l.OK && !c.unsafe {
 			return fmt.Errorf("%s is missing (%s); run `codecell doctor` for how to fix it", l.Layer, l.Detail)
@@ -74,6 +75,7 @@ func serveCmd(ctx context.Context, args []string) error {
 		MaxTimeout:     *maxTimeout,
 		Version:        version,
 		Layers:         layers,
+		Runtimes:       &runtimes,
 		Logger:         log,
 	})
 	ln, err := net.Listen("tcp", *addr)

@@ -47,7 +47,9 @@ type Config struct {
 	Version string
 	// Layers are the isolation checks reported by /v1/capabilities.
 	Layers []doctor.Check
-	Logger *slog.Logger
+	// Runtimes are the interpreters as probed; nil probes them here.
+	Runtimes *doctor.Runtimes
+	Logger   *slog.Logger
 }
 
 // Server is the HTTP API.
@@ -65,8 +67,11 @@ func New(cfg Config) *Server {
 	cfg.DefaultTimeout = cmp.Or(cfg.DefaultTimeout, 30*time.Second)
 	cfg.MaxTimeout = cmp.Or(cfg.MaxTimeout, 900*time.Second)
 	cfg.BodyTimeout = cmp.Or(cfg.BodyTimeout, time.Minute)
-	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), mux: http.NewServeMux()}
-	s.runtime = detectRuntimes(cfg.Manager.Config().Sandbox)
+	if cfg.Runtimes == nil {
+		rt := doctor.ProbeRuntimes(cfg.Manager.Config().Sandbox)
+		cfg.Runtimes = &rt
+	}
+	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), mux: http.NewServeMux(), runtime: newRuntimes(*cfg.Runtimes)}
 	s.routes()
 	return s
 }

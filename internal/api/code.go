@@ -80,16 +80,16 @@ func (s *Server) codeInfo(w http.ResponseWriter, r *http.Request, sb *sandbox.Sa
 		langs = append(langs, map[string]any{
 			"language":        l,
 			"description":     rt.description,
-			"runtime_version": rt.version,
+			"runtime_version": rt.Version,
 			"default_timeout": int(s.cfg.DefaultTimeout / time.Second),
 			"max_timeout":     int(s.cfg.MaxTimeout / time.Second),
 			"details": map[string]any{
 				"backend":              backendOf(l),
-				"interpreter":          rt.path,
-				"available":            rt.err == nil,
+				"interpreter":          rt.Path,
+				"available":            rt.Err == nil,
 				"session_idle_seconds": int(s.cfg.Manager.Config().SessionIdle / time.Second),
 				"max_sessions":         s.maxSessions(),
-				"packages":             rt.packages,
+				"packages":             rt.Packages,
 			},
 		})
 	}

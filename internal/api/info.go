@@ -1,7 +1,6 @@
 package api
 
 import (
-	"cmp"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -15,24 +14,17 @@ import (
 
 // runtimeInfo is one interpreter, probed once at start.
 type runtimeInfo struct {
-	path        string
-	version     string
-	packages    map[string]string
+	doctor.Runtime
 	description string
-	err         error // why the language cannot run
 }
 
 type runtimes struct{ python, node runtimeInfo }
 
-func detectRuntimes(cfg sandbox.Config) runtimes {
-	var rt runtimes
-	rt.python.path = cmp.Or(cfg.Python, "/usr/bin/python3")
-	rt.python.version, rt.python.packages, rt.python.err = doctor.Python(cfg.Python)
-	rt.python.description = "Python " + rt.python.version + " (Debian) on IPython, with pandas, numpy and matplotlib"
-	rt.node.path = cmp.Or(cfg.Node, "/usr/bin/node")
-	rt.node.version, rt.node.err = doctor.Node(cfg.Node)
-	rt.node.description = "Node.js v" + rt.node.version
-	return rt
+func newRuntimes(rt doctor.Runtimes) runtimes {
+	return runtimes{
+		python: runtimeInfo{rt.Python, "Python " + rt.Python.Version + " (Debian) on IPython, with pandas, numpy and matplotlib"},
+		node:   runtimeInfo{rt.Node, "Node.js v" + rt.Node.Version},
+	}
 }
 
 func (rt *runtimes) of(l kernel.Language) *runtimeInfo {
@@ -44,8 +36,8 @@ func (rt *runtimes) of(l kernel.Language) *runtimeInfo {
 
 // check is a 503 naming what was looked for when l cannot run here.
 func (rt *runtimes) check(l kernel.Language) error {
-	if r := rt.of(l); r.err != nil {
-		return errorf(http.StatusServiceUnavailable, "no interpreter for %s: looked for %s: %v", l, r.path, r.err)
+	if r := rt.of(l); r.Err != nil {
+		return errorf(http.StatusServiceUnavailable, "no interpreter for %s: looked for %s: %v", l, r.Path, r.Err)
 	}
 	return nil
 }
@@ -68,9 +60,9 @@ func (s *Server) capabilities(sb *sandbox.Sandbox) map[string]any {
 			"backend":         backendOf(kernel.Python),
 			"languages":       []string{"python", "javascript"},
 			"python_kernels":  []string{kernelName},
-			"python_version":  py.version,
-			"python_packages": py.packages,
-			"node_version":    node.version,
+			"python_version":  py.Version,
+			"python_packages": py.Packages,
+			"node_version":    node.Version,
 			"default_timeout": int(s.cfg.DefaultTimeout / time.Second),
 			"max_timeout":     int(s.cfg.MaxTimeout / time.Second),
 			"session_idle":    int(s.cfg.Manager.Config().SessionIdle / time.Second),
@@ -123,8 +115,8 @@ func (s *Server) sandboxV1(w http.ResponseWriter, r *http.Request, sb *sandbox.S
 				"home_dir": jail.HomeDir, "workspace": jail.HomeDir, "timezone": "UTC", "occupied_ports": []int{},
 			},
 			"runtime": map[string]any{
-				"python": []map[string]any{{"name": "python3", "version": py.version, "path": "/usr/bin/python3"}},
-				"nodejs": []map[string]any{{"name": "node", "version": node.version, "path": "/usr/bin/node"}},
+				"python": []map[string]any{{"name": "python3", "version": py.Version, "path": "/usr/bin/python3"}},
+				"nodejs": []map[string]any{{"name": "node", "version": node.Version, "path": "/usr/bin/node"}},
 			},
 			"utils": []any{},
 		},

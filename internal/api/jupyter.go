@@ -127,7 +127,7 @@ func (s *Server) jupyterInfo(w http.ResponseWriter, r *http.Request, sb *sandbox
 		"active_sessions":         len(sb.Sessions(kernel.Python)),
 		"session_timeout_seconds": int(s.cfg.Manager.Config().SessionIdle / time.Second),
 		"max_sessions":            s.maxSessions(),
-		"description":             "IPython " + cmp.Or(rt.packages["IPython"], "?") + " on Python " + rt.version + ", in a jail per session",
+		"description":             "IPython " + cmp.Or(rt.Packages["IPython"], "?") + " on Python " + rt.Version + ", in a jail per session",
 		"kernel_detection":        "codecell's own IPython kernel driver",
 		"backend":                 backendOf(kernel.Python),
 	})

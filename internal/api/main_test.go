@@ -74,7 +74,9 @@ func newServer(t testing.TB, o serverOpts) *testServer {
 		Limits:       sandbox.Limits{MemoryBytes: 2 << 30, Pids: 512, DiskBytes: 64 << 20},
 	}
 	mgr := sandbox.NewManager(sandbox.ManagerConfig{Sandbox: cfg, MaxSandboxes: 5})
-	h := api.New(api.Config{Manager: mgr, APIKey: o.key, MaxBodyBytes: o.maxBody, BodyTimeout: o.bodyTimeout, Version: "test", Layers: doctor.Prerequisites(cfg)})
+	rt := doctor.ProbeRuntimes(cfg)
+	h := api.New(api.Config{Manager: mgr, APIKey: o.key, MaxBodyBytes: o.maxBody, BodyTimeout: o.bodyTimeout, Version: "test",
+		Layers: doctor.Prerequisites(cfg, rt), Runtimes: &rt})
 	ts := &testServer{Server: httptest.NewServer(h), mgr: mgr, key: o.key, dir: dir}
 	t.Cleanup(func() {
 		ts.Close()

@@ -150,12 +150,12 @@ func (s *Server) nodeDeleteSession(w http.ResponseWriter, r *http.Request, sb *s
 func (s *Server) nodeInfo(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) error {
 	rt := s.runtime.of(kernel.JavaScript)
 	var errText *string
-	if rt.err != nil {
-		e := rt.err.Error()
+	if rt.Err != nil {
+		e := rt.Err.Error()
 		errText = &e
 	}
 	return ok(w, map[string]any{
-		"node_version":         "v" + rt.version,
+		"node_version":         "v" + rt.Version,
 		"npm_version":          "",
 		"supported_languages":  []string{"javascript"},
 		"description":          "Node.js REPL in a jail per session: persistent globals, top-level await, require of built-in modules",
@@ -164,7 +164,7 @@ func (s *Server) nodeInfo(w http.ResponseWriter, r *http.Request, sb *sandbox.Sa
 		"runtime_packages":     []any{},
 		"global_packages":      []any{},
 		"error":                errText,
-		"available_versions":   []string{"v" + rt.version},
-		"current_version":      "v" + rt.version,
+		"available_versions":   []string{"v" + rt.Version},
+		"current_version":      "v" + rt.Version,
 	})
 }

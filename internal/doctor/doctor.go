@@ -35,7 +35,7 @@ type Check struct {
 // Run checks every layer: the prerequisites, then a live jail. cfg is the
 // configuration code would run with; its Cgroups may be nil.
 func Run(ctx context.Context, cfg sandbox.Config) []Check {
-	checks := Prerequisites(cfg)
+	checks := Prerequisites(cfg, ProbeRuntimes(cfg))
 	for _, c := range checks {
 		if !c.OK {
 			return append(checks, Check{Layer: "live jail", Detail: "not attempted: fix the missing layers above first"})
@@ -47,8 +47,30 @@ func Run(ctx context.Context, cfg sandbox.Config) []Check {
 	return append(checks, probe(ctx, cfg)...)
 }
 
-// Prerequisites checks what the host offers, without starting a jail.
-func Prerequisites(cfg sandbox.Config) []Check {
+// Runtime is one interpreter, as probed.
+type Runtime struct {
+	Path     string
+	Version  string
+	Packages map[string]string // Python's data packages by module name
+	Err      error             // why it cannot run kernels
+}
+
+// Runtimes are the interpreters kernels use.
+type Runtimes struct{ Python, Node Runtime }
+
+// ProbeRuntimes runs each interpreter once to learn its version (about a
+// second: Python imports its data packages).
+func ProbeRuntimes(cfg sandbox.Config) Runtimes {
+	py := Runtime{Path: cmp.Or(cfg.Python, "/usr/bin/python3")}
+	py.Version, py.Packages, py.Err = Python(py.Path)
+	node := Runtime{Path: cmp.Or(cfg.Node, "/usr/bin/node")}
+	node.Version, node.Err = Node(node.Path)
+	return Runtimes{Python: py, Node: node}
+}
+
+// Prerequisites checks what the host offers, without starting a jail; rt
+// are the interpreters as probed.
+func Prerequisites(cfg sandbox.Config, rt Runtimes) []Check {
 	return []Check{
 		checkRoot(),
 		checkBwrap(),
@@ -56,8 +78,8 @@ func Prerequisites(cfg sandbox.Config) []Check {
 		checkSeccomp(),
 		checkCgroups(),
 		checkQuota(),
-		checkPython(cfg.Python),
-		checkNode(cfg.Node),
+		checkPython(rt.Python),
+		checkNode(rt.Node),
 	}
 }
 
@@ -173,28 +195,26 @@ func Node(path string) (version string, err error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-func checkPython(path string) Check {
+func checkPython(rt Runtime) Check {
 	c := Check{Layer: "python"}
-	v, pkgs, err := Python(path)
-	if err != nil {
-		c.Detail = err.Error()
+	if rt.Err != nil {
+		c.Detail = rt.Err.Error()
 		c.Fix = "apt-get install python3 python3-ipython python3-pandas python3-matplotlib python3-numpy (or run scripts/setup.sh)"
 		return c
 	}
 	c.OK = true
-	c.Detail = fmt.Sprintf("%s %s IPython %s pandas %s matplotlib %s numpy %s", cmp.Or(path, "/usr/bin/python3"), v,
-		pkgs["IPython"], pkgs["pandas"], pkgs["matplotlib"], pkgs["numpy"])
+	c.Detail = fmt.Sprintf("%s %s IPython %s pandas %s matplotlib %s numpy %s", rt.Path, rt.Version,
+		rt.Packages["IPython"], rt.Packages["pandas"], rt.Packages["matplotlib"], rt.Packages["numpy"])
 	return c
 }
 
-func checkNode(path string) Check {
+func checkNode(rt Runtime) Check {
 	c := Check{Layer: "javascript"}
-	v, err := Node(path)
-	if err != nil {
-		c.Detail, c.Fix = err.Error(), "apt-get install nodejs (Node.js 18 or newer)"
+	if rt.Err != nil {
+		c.Detail, c.Fix = rt.Err.Error(), "apt-get install nodejs (Node.js 18 or newer)"
 		return c
 	}
-	c.OK, c.Detail = true, fmt.Sprintf("%s v%s", cmp.Or(path, "/usr/bin/node"), v)
+	c.OK, c.Detail = true, fmt.Sprintf("%s v%s", rt.Path, rt.Version)
 	return c
 }
 
