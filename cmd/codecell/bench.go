@@ -25,6 +25,8 @@ func benchCmd(ctx context.Context, args []string) error {
 	sessions := fs.Int("sessions", 50, "live sessions for the memory scenario (the target is measured at 200)")
 	dur := fs.Duration("throughput", 10*time.Second, "how long one-shot runs are sustained (the target is 30s)")
 	prewarm := fs.Int("prewarm", 1, "warm kernels per language in the sandbox under test")
+	density := fs.Int("density", 1000, "live sessions for the density scenario; 0 skips it")
+	perSandbox := fs.Int("density-per-sandbox", 100, "sessions per sandbox in the density scenario")
 	fs.Parse(args)
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -32,11 +34,14 @@ func benchCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.Limits.MemoryBytes = max(cfg.Limits.MemoryBytes, int64(*sessions)*150<<20)
-	cfg.Limits.Pids = max(cfg.Limits.Pids, int64(*sessions)*10+100)
+	// One sandbox holds the memory scenario's sessions, or the density
+	// scenario's share: its limits must not be what is measured.
+	perBox := int64(max(*sessions, *perSandbox))
+	cfg.Limits.MemoryBytes = max(cfg.Limits.MemoryBytes, perBox*150<<20)
+	cfg.Limits.Pids = max(cfg.Limits.Pids, perBox*10+100)
 	cfg.Prewarm = map[kernel.Language]int{kernel.Python: *prewarm, kernel.JavaScript: *prewarm}
 	rows, err := bench.Run(ctx, bench.Config{Sandbox: cfg, Cells: *cells, NewSessions: *newSessions, OneShots: *oneShots,
-		Sessions: *sessions, Throughput: *dur, Logger: log})
+		Sessions: *sessions, Throughput: *dur, Density: *density, DensityPerSandbox: *perSandbox, Logger: log})
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")

@@ -45,6 +45,10 @@ type Config struct {
 	Sessions int
 	// Throughput is how long one-shot runs are sustained; 0 means 10s.
 	Throughput time.Duration
+	// Density is the number of live sessions of the density scenario,
+	// spread over sandboxes of DensityPerSandbox each; 0 skips it.
+	Density           int
+	DensityPerSandbox int
 	// Python is the interpreter of the baselines; "" means /usr/bin/python3.
 	Python string
 	Logger *slog.Logger
@@ -81,6 +85,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	cfg.Sessions = cmp.Or(cfg.Sessions, 50)
 	cfg.Throughput = cmp.Or(cfg.Throughput, 10*time.Second)
 	cfg.Python = cmp.Or(cfg.Python, "/usr/bin/python3")
+	cfg.DensityPerSandbox = cmp.Or(cfg.DensityPerSandbox, 100)
 	log := cmp.Or(cfg.Logger, slog.Default())
 
 	srv, err := startServer(cfg.Sandbox)
@@ -99,6 +104,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		{"one-shot", oneShot},
 		{"memory", memory},
 		{"throughput", throughput},
+		{"density", density},
 	} {
 		log.Info("bench scenario", "name", sc.name)
 		srv.waitWarm(ctx)
@@ -168,15 +174,24 @@ func (s *server) close() {
 	os.RemoveAll(s.dir)
 }
 
-// execute runs code and checks the reply: status ok and, if want is not
-// empty, want in stdout or in the text of the result.
+// execute runs code in the default sandbox and checks the reply: status
+// ok and, if want is not empty, want in stdout or in the text of the result.
 func (s *server) execute(lang, code, session, want string) error {
+	return s.executeIn("", lang, code, session, want)
+}
+
+// executeIn is execute in the sandbox sandboxID ("" for the default one).
+func (s *server) executeIn(sandboxID, lang, code, session, want string) error {
 	body := map[string]any{"language": lang, "code": code}
 	if session != "" {
 		body["session_id"] = session
 	}
 	b, _ := json.Marshal(body)
-	resp, err := http.Post(s.url+"/v2/code/execute", "application/json", bytes.NewReader(b))
+	prefix := ""
+	if sandboxID != "" {
+		prefix = "/sandboxes/" + sandboxID
+	}
+	resp, err := http.Post(s.url+prefix+"/v2/code/execute", "application/json", bytes.NewReader(b))
 	if err != nil {
 		return err
 	}
@@ -477,4 +492,173 @@ func throughput(ctx context.Context, cfg Config, s *server) ([]Row, error) {
 		row.Note = fmt.Sprintf("%d errors, first: %v", failed.Load(), firstErr)
 	}
 	return []Row{row}, nil
+}
+
+// Target 5: many live pandas-ready sessions, each touched in turn, while
+// the server keeps answering new one-shot runs.
+func density(ctx context.Context, cfg Config, s *server) ([]Row, error) {
+	if cfg.Density <= 0 {
+		return nil, nil
+	}
+	memBefore, err := memUsed()
+	if err != nil {
+		return nil, err
+	}
+	type sess struct{ sandbox, id string }
+	var all []sess
+	var sandboxes []string
+	defer func() {
+		for _, id := range sandboxes {
+			req, _ := http.NewRequest("DELETE", s.url+"/v2/sandboxes/"+id, nil)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	for i := 0; len(all) < cfg.Density; i++ {
+		resp, err := http.Post(s.url+"/v2/sandboxes", "application/json", strings.NewReader(fmt.Sprintf(`{"id":"density-%d"}`, i)))
+		if err != nil {
+			return nil, err
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			return nil, fmt.Errorf("creating sandbox %d: status %d: %.300s", i, resp.StatusCode, raw)
+		}
+		id := fmt.Sprintf("density-%d", i)
+		sandboxes = append(sandboxes, id)
+		for j := 0; j < cfg.DensityPerSandbox && len(all) < cfg.Density; j++ {
+			all = append(all, sess{id, fmt.Sprintf("d-%d", j)})
+		}
+	}
+	// Sessions are made by a few clients at once, as agents would, until
+	// all are live or the machine runs short of memory.
+	const setupCell = "import pandas as pd, matplotlib\ndf = pd.DataFrame({'a': range(100)})\nprint(df.describe().loc['mean', 'a'])"
+	var next, live atomic.Int64
+	made := make([]bool, len(all))
+	var errMu sync.Mutex
+	var setupErr error
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(all) || ctx.Err() != nil {
+					return
+				}
+				if avail, err := memAvailable(); err == nil && avail < 2<<30 {
+					errMu.Lock()
+					setupErr = cmp.Or(setupErr, fmt.Errorf("stopped at %d sessions: less than 2 GiB of memory left", live.Load()))
+					errMu.Unlock()
+					next.Store(int64(len(all)))
+					return
+				}
+				if err := s.executeIn(all[i].sandbox, "python", setupCell, all[i].id, "49.5"); err != nil {
+					errMu.Lock()
+					setupErr = cmp.Or(setupErr, fmt.Errorf("session %d: %w", i, err))
+					errMu.Unlock()
+					next.Store(int64(len(all)))
+					return
+				}
+				made[i] = true
+				live.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	n := int(live.Load())
+	memAfter, err := memUsed()
+	if err != nil {
+		return nil, err
+	}
+	var touched []sess
+	for i, x := range all {
+		if made[i] {
+			touched = append(touched, x)
+		}
+	}
+
+	// Touch every session in turn while another client keeps sending
+	// one-shot runs to the default sandbox.
+	stop := make(chan struct{})
+	var side []float64
+	var sideErr error
+	sideDone := make(chan struct{})
+	go func() {
+		defer close(sideDone)
+		for {
+			t := time.Now()
+			if err := s.execute("python", "print(1)", "", "1"); err != nil {
+				sideErr = cmp.Or(sideErr, err)
+			} else {
+				side = append(side, float64(time.Since(t).Microseconds())/1000)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	touch, err := timed(len(touched), nil, func(i int) error {
+		return s.executeIn(touched[i].sandbox, "python", "df['a'].sum()", touched[i].id, "4950")
+	})
+	close(stop)
+	<-sideDone
+	if err != nil {
+		return nil, err
+	}
+	if sideErr != nil {
+		return nil, fmt.Errorf("one-shot during density: %w", sideErr)
+	}
+	perMB := float64(memAfter-memBefore) / float64(max(n, 1)) / (1 << 20)
+	rows := []Row{
+		{Scenario: "density", Metric: fmt.Sprintf("live pandas-ready sessions (%d sandboxes)", len(sandboxes)), Value: float64(n), Unit: "",
+			Target: fmt.Sprintf("%d", cfg.Density), Met: met(n >= cfg.Density), Note: errString(setupErr)},
+		{Scenario: "density", Metric: "host memory used per live session", Value: perMB, Unit: "MB"},
+	}
+	if len(touch) > 0 {
+		p99 := percentile(touch, 0.99)
+		rows = append(rows,
+			Row{Scenario: "density", Metric: "each session touched in turn, p50", Value: percentile(touch, 0.5), Unit: "ms"},
+			Row{Scenario: "density", Metric: "each session touched in turn, p99", Value: p99, Unit: "ms", Target: "≤ 50 ms", Met: met(p99 <= 50 && n >= cfg.Density)},
+			Row{Scenario: "density", Metric: fmt.Sprintf("one-shot print(1) meanwhile, p99 of %d", len(side)), Value: percentile(side, 0.99), Unit: "ms"})
+	}
+	return rows, nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// memAvailable and memUsed read /proc/meminfo, in bytes.
+func memAvailable() (int64, error) {
+	m, err := meminfo()
+	return m["MemAvailable"], err
+}
+
+func memUsed() (int64, error) {
+	m, err := meminfo()
+	return m["MemTotal"] - m["MemAvailable"], err
+}
+
+func meminfo() (map[string]int64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]int64{}
+	for line := range strings.Lines(string(b)) {
+		k, v, ok := strings.Cut(line, ":")
+		if f := strings.Fields(v); ok && len(f) > 0 {
+			kb, _ := strconv.ParseInt(f[0], 10, 64)
+			m[k] = kb << 10
+		}
+	}
+	return m, nil
 }

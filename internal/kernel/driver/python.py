@@ -404,18 +404,19 @@ def preload(modules):
 # it never runs user code. fd 3 is its control socket (SOCK_SEQPACKET), fd 4
 # holds the seccomp program, which it reads once and keeps in memory. For
 # each request (a JSON message with seven fds: requests-read, frames-write,
-# stdout-read, stderr-read, stdout-write, stderr-write, go-read) it forks C1,
-# which enters new mount, pid, net, ipc and uts namespaces and forks C2, pid
-# 1 of the new pid namespace; C1 reports C2's pid and exits. C2 makes its
-# mounts private, mounts its own /proc and /dev/shm, brings lo up, keeps only
-# its seven fds and waits on the go pipe while the server moves it into the
-# kernel's cgroup. Then C2 drops every capability, sets no_new_privs, loads
-# the seccomp filter (and checks all of it in /proc/self/status), and forks
-# C3, the kernel, which runs main() on fds 0-6 as a spawned kernel would.
-# C2 stays as the namespace's init and exits when C3 does. Any failure in
-# C1 or C2 exits before user code runs.
+# stdout-read, stderr-read, stdout-write, stderr-write, go-read) it forks C2
+# straight into new mount, pid, net, ipc and uts namespaces (pid 1 of the new
+# pid namespace; see _forker) as a child of the jail's init, which reaps it,
+# and replies with C2's pid. C2 makes its mounts
+# private, mounts its own /proc and /dev/shm, brings lo up, keeps only its seven fds and waits on the go pipe
+# while the server moves it into the kernel's cgroup. Then C2 drops every
+# capability, sets no_new_privs, loads the seccomp filter (and checks all of
+# it in /proc/self/status), and forks C3, the kernel, which runs main() on
+# fds 0-6 as a spawned kernel would. C2 stays as the namespace's init and
+# exits when C3 does. Any failure in C2 exits before
+# user code runs.
 
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x4000000, 0x8000000, 0x20000000, 0x40000000
+CLONE_PARENT, CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x8000, 0x20000, 0x4000000, 0x8000000, 0x20000000, 0x40000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_RDONLY = 2, 4, 8, 1
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_CAP_AMBIENT = 24, 38, 22, 47
@@ -464,10 +465,12 @@ def zygote_main():
         except Exception:
             pass
     gc.freeze()
+    _collapse_heap(ctypes, libc)
     tasks = os.listdir("/proc/self/task")
     if len(tasks) != 1 or threading.active_count() != 1:
         raise SystemExit("zygote: %d threads before forking; refusing" % len(tasks))
     env = (ctypes, libc, fcntl, resource, socket, program)
+    fork_into = _forker(ctypes)
     ctl.send(json.dumps({"type": "ready", "version": sys.version.split()[0]}).encode())
     while True:
         try:
@@ -476,7 +479,6 @@ def zygote_main():
             continue
         if not msg:
             os._exit(0)  # the server is gone
-        _reap()
         try:
             req = json.loads(msg)
         except ValueError:
@@ -492,58 +494,75 @@ def zygote_main():
                 os.close(fd)
             ctl.send(b'{"error":"the zygote has more than one thread"}')
             os._exit(1)
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.close(r)
-                ctl.close()
-                _child1(env, w, fds, req)
-            finally:
-                os._exit(1)
-        os.close(w)
-        for fd in fds:
-            os.close(fd)
-        # C1 writes one short message (or nothing if it failed); answer
-        # before C1 has finished exiting, and reap it afterwards.
         try:
-            reply = os.read(r, 4096)
-        except OSError:
-            reply = b""
-        os.close(r)
-        ctl.send(reply or b'{"error":"fork failed"}')
-        _reap()
-
-
-def _reap():
-    """Reaps the C1s that have exited (C2s are the jail init's children)."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        except InterruptedError:
+            pid = fork_into(CLONE_PARENT | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            ctl.send(json.dumps({"error": "fork: %s" % (e,)}).encode())
             continue
         if pid == 0:
-            return
+            try:
+                ctl.close()
+                _child2(env, fds, req)
+            finally:
+                os._exit(1)
+        for fd in fds:
+            os.close(fd)
+        ctl.send(json.dumps({"pid": pid}).encode())
 
 
-def _child1(env, w, fds, req):
-    ctypes, libc = env[0], env[1]
-    try:
-        _check(ctypes, libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
-        pid = os.fork()
-    except BaseException as e:
-        os.write(w, json.dumps({"error": str(e)}).encode())
-        os._exit(1)
-    if pid == 0:
-        try:
-            os.close(w)
-            _child2(env, fds, req)
-        finally:
-            os._exit(1)
-    os.write(w, json.dumps({"pid": pid}).encode())
-    os._exit(0)
+def _collapse_heap(ctypes, libc):
+    """Backs the zygote's anonymous memory with huge pages where it can
+    (MADV_COLLAPSE, Linux 6.1+): a fork copies one page-table entry per 2 MiB
+    instead of 512, about a third less time per fork with pandas loaded.
+    A child's write still copies only the 4 KiB page it touches. Where the
+    kernel cannot (older than 6.1, or a region it refuses), nothing changes."""
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    huge, madv_collapse = 1 << 21, 25
+    with open("/proc/self/maps") as f:
+        maps = f.read().splitlines()
+    for line in maps:
+        f = line.split()
+        if not f[1].startswith("rw") or (len(f) > 5 and f[5] != "[heap]"):
+            continue
+        start, end = (int(x, 16) for x in f[0].split("-"))
+        lo, hi = (start + huge - 1) & ~(huge - 1), end & ~(huge - 1)
+        if hi > lo:
+            libc.madvise(lo, hi - lo, madv_collapse)  # best effort
+
+
+def _forker(ctypes):
+    """Returns fork_into(flags): os.fork() into new namespaces in one clone
+    call. A plain fork would need a short-lived child to unshare the pid
+    namespace first (setns back is not allowed under bwrap's nested user
+    namespace), which costs a second copy of the whole interpreter per
+    kernel. Python's own fork hooks run around the raw clone, as in
+    os.fork(); the zygote is single-threaded, so glibc's fork handlers (lock
+    resets for threads) have nothing to do, and the child, C2, only runs
+    set-up code and forks the kernel with os.fork()."""
+    nr = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
+    if nr is None:
+        raise SystemExit("zygote: no clone syscall number for %s" % os.uname().machine)
+    api = ctypes.pythonapi
+    # PyDLL keeps the GIL across the call, as os.fork() does.
+    raw = ctypes.PyDLL(None, use_errno=True).syscall
+    raw.restype = ctypes.c_long
+    raw.argtypes = [ctypes.c_long, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+
+    def fork_into(flags):
+        api.PyOS_BeforeFork()
+        pid = raw(nr, flags | signal.SIGCHLD, None, None, None, None)
+        if pid == 0:
+            api.PyOS_AfterFork_Child()
+            return 0
+        err = ctypes.get_errno()
+        api.PyOS_AfterFork_Parent()
+        if pid < 0:
+            raise OSError(err, "clone: " + os.strerror(err))
+        return pid
+
+    return fork_into
 
 
 def _child2(env, fds, req):
