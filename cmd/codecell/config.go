@@ -37,7 +37,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.cpus, "cpus", float64(envInt("CODECELL_CPUS", 1)), "CPU quota per sandbox, in cores (CODECELL_CPUS)")
 	fs.StringVar(&c.disk, "disk", env("CODECELL_DISK", "1G"), "disk quota per sandbox for home and /tmp (CODECELL_DISK)")
 	fs.StringVar(&c.cgroup, "cgroup-parent", env("CODECELL_CGROUP_PARENT", "codecell"), "cgroup under which sandboxes' groups are made (CODECELL_CGROUP_PARENT)")
-	fs.StringVar(&c.pyMode, "python-mode", env("CODECELL_PYTHON_MODE", sandbox.PythonSpawn), "how Python kernels start: spawn (a new interpreter in a new jail each) or fork (forked from the sandbox's zygote, which has imported IPython and the preload modules) (CODECELL_PYTHON_MODE)")
+	fs.StringVar(&c.pyMode, "python-mode", env("CODECELL_PYTHON_MODE", sandbox.PythonFork), "how Python kernels start: fork (forked from the sandbox's zygote, which has imported IPython and the preload modules) or spawn (a new interpreter in a new jail each) (CODECELL_PYTHON_MODE)")
 	fs.StringVar(&c.output, "max-output", env("CODECELL_MAX_OUTPUT", "1M"), "output returned per cell; the rest is cut and marked (CODECELL_MAX_OUTPUT)")
 }
 

@@ -59,7 +59,7 @@ func newServer(t testing.TB, o serverOpts) *testServer {
 	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
 		os.Chmod(d, 0o711)
 	}
-	// CODECELL_TEST_PYTHON_MODE=fork runs the API tests against forked kernels.
+	// CODECELL_TEST_PYTHON_MODE=spawn runs the API tests against spawned kernels.
 	mode, err := sandbox.ParsePythonMode(os.Getenv("CODECELL_TEST_PYTHON_MODE"))
 	if err != nil {
 		t.Fatal(err)

@@ -313,3 +313,38 @@ func TestStartupFailureIsReported(t *testing.T) {
 		t.Errorf("processes left in the sandbox: %v", pids)
 	}
 }
+
+// TestWarmUpLeavesNoTrace: kernels run a few cells before they are handed
+// out (see warm_up in the driver); none of it may show in the user's first
+// cell, whichever way the kernel was made.
+func TestWarmUpLeavesNoTrace(t *testing.T) {
+	sb := newSandbox(t, testConfig(t), sandbox.Options{})
+	const probe = "import sys as _s\nprint(len(Out), len(In), repr(_), hasattr(_s, 'last_value'), [n for n in dir() if n in ('plt', 'pandas', 'matplotlib', 'pd')])\n1/0"
+	const want = "0 2 '' False []\n"
+	check := func(name string, res *kernel.Result) {
+		t.Helper()
+		if got := res.Text("stdout"); got != want {
+			t.Errorf("%s: first cell printed %q, want %q", name, got, want)
+		}
+		if res.ExecutionCount != 1 || res.Status != kernel.StatusError {
+			t.Errorf("%s: execution count %d, status %s; want 1, error", name, res.ExecutionCount, res.Status)
+		}
+		if tb := strings.Join(res.Outputs[len(res.Outputs)-1].Traceback, "\n"); !strings.Contains(tb, "ZeroDivisionError") {
+			t.Errorf("%s: traceback %q", name, tb)
+		}
+	}
+	res, err := sb.Run(context.Background(), kernel.Python, probe, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("one-shot", res)
+	sess, _, err := sb.OpenSession(kernel.Python, "warm", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sres, err := sess.Execute(context.Background(), kernel.Request{Code: probe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("session", sres.Result)
+}

@@ -48,8 +48,9 @@ func testConfig(t testing.TB) sandbox.Config {
 	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
 		os.Chmod(d, 0o711)
 	}
-	// CODECELL_TEST_PYTHON_MODE=fork runs the whole suite against kernels
-	// forked from a zygote (`make test` runs it both ways).
+	// CODECELL_TEST_PYTHON_MODE=spawn runs the whole suite against kernels
+	// started as new interpreters rather than forked from a zygote (`make
+	// test` runs it both ways).
 	mode, err := sandbox.ParsePythonMode(os.Getenv("CODECELL_TEST_PYTHON_MODE"))
 	if err != nil {
 		t.Fatal(err)

@@ -87,9 +87,9 @@ type Config struct {
 	Preload []string
 	// Python and Node are the interpreters (see kernel.Config).
 	Python, Node string
-	// PythonMode is PythonSpawn (""; a new interpreter in a new jail per
-	// kernel) or PythonFork (kernels forked from the sandbox's zygote).
-	// Unsafe mode always spawns.
+	// PythonMode is PythonFork ("": kernels forked from the sandbox's
+	// zygote) or PythonSpawn (a new interpreter in a new jail per kernel).
+	// Unsafe mode, and a host without cgroups, always spawn.
 	PythonMode string
 }
 

@@ -22,12 +22,12 @@ const (
 	PythonFork = "fork"
 )
 
-// ParsePythonMode accepts "spawn", "fork" and "" (spawn).
+// ParsePythonMode accepts "spawn", "fork" and "" (fork).
 func ParsePythonMode(s string) (string, error) {
 	switch s {
-	case "", PythonSpawn:
+	case PythonSpawn:
 		return PythonSpawn, nil
-	case PythonFork:
+	case "", PythonFork:
 		return PythonFork, nil
 	}
 	return "", fmt.Errorf("unknown Python mode %q: use fork or spawn", s)
@@ -54,7 +54,7 @@ type zygote struct {
 }
 
 func (s *Sandbox) forkMode() bool {
-	return s.cfg.PythonMode == PythonFork && !s.cfg.Jail.Unsafe && s.cg != nil
+	return s.cfg.PythonMode != PythonSpawn && !s.cfg.Jail.Unsafe && s.cg != nil
 }
 
 // acquire returns a live zygote and counts one more user of it.

@@ -363,7 +363,38 @@ def run(req):
         )
 
 
+def warm_up():
+    """Runs representative cells once, out of sight, and forgets them. What
+    IPython and the libraries set up on first use (formatters, tracebacks,
+    a DataFrame's HTML, matplotlib's renderer) costs ~10-100 ms; paid here,
+    in the zygote or while a kernel warms, not in a user's cells."""
+    global _warm
+    if _warm:
+        return
+    _warm = True
+    cells = ["1", "print(end='')", "1/0"]
+    if "pandas" in sys.modules:
+        cells.append("__import__('pandas').DataFrame({'a': [1]})")
+    if "matplotlib.pyplot" in sys.modules:
+        cells.append("__import__('matplotlib.pyplot').pyplot.plot([1, 2])")
+    with _lock:
+        cell.id, cell.budget = None, 0  # every output is dropped
+    ns = dict(shell.user_ns)
+    for code in cells:
+        shell.run_cell(code, store_history=False)
+        _flush_figures()
+    shell.user_ns.clear()
+    shell.user_ns.update(ns)
+    shell.history_manager.output_hist.clear()
+    for name in ("last_type", "last_value", "last_traceback"):
+        sys.__dict__.pop(name, None)
+
+
+_warm = False
+
+
 def main():
+    warm_up()
     gc.freeze()  # IPython's own objects, for the same reason as in preload
     send({"type": "ready", "language": "python", "version": sys.version.split()[0]})
     while True:
@@ -390,6 +421,9 @@ def preload(modules):
             importlib.import_module(m)
         except Exception:
             pass
+    global _warm
+    _warm = False  # again, with the modules
+    warm_up()
     # What was imported stays for the kernel's life: keep it out of the
     # collector's way, or full collections stall cells for tens of ms.
     gc.freeze()
@@ -464,6 +498,7 @@ def zygote_main():
             importlib.import_module(m)
         except Exception:
             pass
+    warm_up()
     gc.freeze()
     _collapse_heap(ctypes, libc)
     tasks = os.listdir("/proc/self/task")
