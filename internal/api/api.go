@@ -254,15 +254,7 @@ func (s *Server) errors(h func(w http.ResponseWriter, r *http.Request) error) ht
 		if err == nil {
 			return
 		}
-		var he *httpError
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &he):
-		case errors.As(err, &tooBig):
-			he = &httpError{status: http.StatusRequestEntityTooLarge, message: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)}
-		default:
-			he = &httpError{status: statusOf(err), message: err.Error()}
-		}
+		he := asHTTPError(err)
 		if he.status >= 500 && he.status != http.StatusServiceUnavailable && he.status != http.StatusInsufficientStorage {
 			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		}
@@ -272,6 +264,19 @@ func (s *Server) errors(h func(w http.ResponseWriter, r *http.Request) error) ht
 		}
 		writeError(w, he.status, he.message)
 	})
+}
+
+// asHTTPError is err as the client sees it.
+func asHTTPError(err error) *httpError {
+	var he *httpError
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &he):
+		return he
+	case errors.As(err, &tooBig):
+		return &httpError{status: http.StatusRequestEntityTooLarge, message: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)}
+	}
+	return &httpError{status: statusOf(err), message: err.Error()}
 }
 
 // statusOf maps the errors of the packages below to HTTP statuses.

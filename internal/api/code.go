@@ -28,6 +28,7 @@ func (s *Server) codeExecute(w http.ResponseWriter, r *http.Request, sb *sandbox
 		Cwd       *string  `json:"cwd"`
 		Stateful  *bool    `json:"stateful"`
 		SessionID *string  `json:"session_id"`
+		Stream    *bool    `json:"stream"`
 	}
 	if err := decode(r, &body); err != nil {
 		return err
@@ -38,23 +39,21 @@ func (s *Server) codeExecute(w http.ResponseWriter, r *http.Request, sb *sandbox
 	}
 	req.cwd = deref(body.Cwd)
 	req.stateful = deref(body.Stateful)
-	o, err := s.execute(r.Context(), sb, req)
-	if err != nil {
-		return err
-	}
-	data := o.common()
-	data["language"] = req.lang
-	data["code"] = req.code
-	data["stdout"] = o.Text("stdout")
-	data["stderr"] = o.Text("stderr")
-	data["exit_code"] = o.exitCode()
-	if v1 {
-		data["outputs"] = outputsV1(o.Outputs)
-		data["traceback"] = o.tracebackLines()
-	} else {
-		data["outputs"] = o.Outputs
-	}
-	return replyExec(w, o, data)
+	return s.run(w, r, sb, req, wantsStream(r, body.Stream), v1, func(o *execOutcome) map[string]any {
+		data := o.common()
+		data["language"] = req.lang
+		data["code"] = req.code
+		data["stdout"] = o.Text("stdout")
+		data["stderr"] = o.Text("stderr")
+		data["exit_code"] = o.exitCode()
+		if v1 {
+			data["outputs"] = outputsV1(o.Outputs)
+			data["traceback"] = o.tracebackLines()
+		} else {
+			data["outputs"] = o.Outputs
+		}
+		return data
+	})
 }
 
 func (s *Server) codeRequest(lang, code *string, timeout *float64, sessionID *string) (execRequest, error) {

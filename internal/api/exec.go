@@ -24,6 +24,7 @@ type execRequest struct {
 	cwd       string
 	stdin     string
 	files     map[string]string // written into cwd before the run
+	onOutput  func(kernel.Output)
 }
 
 // execOutcome is what every execute route replies from.
@@ -44,7 +45,7 @@ func (s *Server) execute(ctx context.Context, sb *sandbox.Sandbox, req execReque
 			return nil, errorf(http.StatusUnprocessableEntity, "files: %v", err)
 		}
 	}
-	kreq := kernel.Request{Code: req.code, Timeout: req.timeout, Cwd: req.cwd, Stdin: req.stdin}
+	kreq := kernel.Request{Code: req.code, Timeout: req.timeout, Cwd: req.cwd, Stdin: req.stdin, OnOutput: req.onOutput}
 	if req.sessionID == "" && !req.stateful {
 		res, err := sb.RunRequest(ctx, req.lang, kreq)
 		if err != nil {
@@ -162,6 +163,11 @@ func (o *execOutcome) tracebackLines() []string {
 // replyExec sends data with the envelope's success and message set from
 // the status: an exception or a timeout is a 200 with success false.
 func replyExec(w http.ResponseWriter, o *execOutcome, data any) error {
+	writeJSON(w, http.StatusOK, execEnvelope(o, data))
+	return nil
+}
+
+func execEnvelope(o *execOutcome, data any) envelope {
 	msg := "ok"
 	switch o.Status {
 	case kernel.StatusError:
@@ -172,6 +178,5 @@ func replyExec(w http.ResponseWriter, o *execOutcome, data any) error {
 	case kernel.StatusTimeout:
 		msg = "the code did not finish within its timeout"
 	}
-	writeJSON(w, http.StatusOK, envelope{Success: o.Status == kernel.StatusOK, Message: msg, Data: data})
-	return nil
+	return envelope{Success: o.Status == kernel.StatusOK, Message: msg, Data: data}
 }

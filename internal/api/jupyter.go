@@ -29,6 +29,7 @@ func (s *Server) jupyterExecute(w http.ResponseWriter, r *http.Request, sb *sand
 		KernelName *string  `json:"kernel_name"`
 		SessionID  *string  `json:"session_id"`
 		Cwd        *string  `json:"cwd"`
+		Stream     *bool    `json:"stream"`
 	}
 	if err := decode(r, &body); err != nil {
 		return err
@@ -43,17 +44,15 @@ func (s *Server) jupyterExecute(w http.ResponseWriter, r *http.Request, sb *sand
 	if err != nil {
 		return err
 	}
-	o, err := s.execute(r.Context(), sb, execRequest{lang: kernel.Python, code: *body.Code, timeout: t,
-		sessionID: deref(body.SessionID), cwd: deref(body.Cwd)})
-	if err != nil {
-		return err
-	}
-	data := o.common()
-	data["kernel_name"] = kernelName
-	data["code"] = *body.Code
-	data["outputs"] = outputsV1(o.Outputs)
-	data["msg_id"] = nil
-	return replyExec(w, o, data)
+	req := execRequest{lang: kernel.Python, code: *body.Code, timeout: t, sessionID: deref(body.SessionID), cwd: deref(body.Cwd)}
+	return s.run(w, r, sb, req, wantsStream(r, body.Stream), true, func(o *execOutcome) map[string]any {
+		data := o.common()
+		data["kernel_name"] = kernelName
+		data["code"] = *body.Code
+		data["outputs"] = outputsV1(o.Outputs)
+		data["msg_id"] = nil
+		return data
+	})
 }
 
 // POST /v1/jupyter/sessions/create: JupyterCreateSessionRequest.

@@ -20,6 +20,7 @@ func (s *Server) nodeExecute(w http.ResponseWriter, r *http.Request, sb *sandbox
 		SessionID *string           `json:"session_id"`
 		Cwd       *string           `json:"cwd"`
 		Version   *string           `json:"version"`
+		Stream    *bool             `json:"stream"`
 	}
 	if err := decode(r, &body); err != nil {
 		return err
@@ -31,20 +32,18 @@ func (s *Server) nodeExecute(w http.ResponseWriter, r *http.Request, sb *sandbox
 	if err != nil {
 		return err
 	}
-	o, err := s.execute(r.Context(), sb, execRequest{lang: kernel.JavaScript, code: *body.Code, timeout: t,
-		sessionID: deref(body.SessionID), stateful: deref(body.Stateful), cwd: deref(body.Cwd),
-		stdin: deref(body.Stdin), files: body.Files})
-	if err != nil {
-		return err
-	}
-	data := o.common()
-	data["language"] = kernel.JavaScript
-	data["code"] = *body.Code
-	data["outputs"] = outputsV1(o.Outputs)
-	data["stdout"] = o.Text("stdout")
-	data["stderr"] = o.Text("stderr")
-	data["exit_code"] = o.exitCode()
-	return replyExec(w, o, data)
+	req := execRequest{lang: kernel.JavaScript, code: *body.Code, timeout: t, sessionID: deref(body.SessionID),
+		stateful: deref(body.Stateful), cwd: deref(body.Cwd), stdin: deref(body.Stdin), files: body.Files}
+	return s.run(w, r, sb, req, wantsStream(r, body.Stream), true, func(o *execOutcome) map[string]any {
+		data := o.common()
+		data["language"] = kernel.JavaScript
+		data["code"] = *body.Code
+		data["outputs"] = outputsV1(o.Outputs)
+		data["stdout"] = o.Text("stdout")
+		data["stderr"] = o.Text("stderr")
+		data["exit_code"] = o.exitCode()
+		return data
+	})
 }
 
 // nodeSessionInfo is NodeJSSessionInfo.

@@ -56,6 +56,7 @@ var (
 	boolT   = func(doc string) schema { return typ("boolean", doc) }
 	langT   = schema{"type": "string", "enum": []string{"python", "javascript"}}
 	timeout = numT("seconds; default 30, at most the server's maximum (900)")
+	streamT = boolT("reply with Server-Sent Events (also chosen by Accept: text/event-stream): an `output` event per output as it is produced, then `done` with the envelope the JSON reply would have; an `error` event if the execution could not be completed")
 	mapT    = func(doc string) schema {
 		return schema{"type": "object", "additionalProperties": schema{"type": "string"}, "description": doc}
 	}
@@ -82,10 +83,10 @@ func (s *Server) table() []route {
 
 		{pattern: "POST /v1/code/execute", summary: "Execute Python or JavaScript (CodeExecuteRequest)", sb: s.codeExecuteV1,
 			body: obj("language*", langT, "code*", strT(""), "timeout", timeout, "cwd", strT("working directory"),
-				"stateful", boolT("keep state in a session (one is made up if session_id is absent)"), "session_id", strT(""))},
+				"stateful", boolT("keep state in a session (one is made up if session_id is absent)"), "session_id", strT(""), "stream", streamT)},
 		{pattern: "GET /v1/code/info", summary: "Runtimes, versions, timeouts (CodeInfoResponse)", sb: s.codeInfo},
 		{pattern: "POST /v2/code/execute", summary: "Execute; an unknown session_id is created on first use", sb: s.codeExecuteV2,
-			body: obj("language*", langT, "code*", strT(""), "session_id", strT(""), "timeout", timeout, "cwd", strT(""))},
+			body: obj("language*", langT, "code*", strT(""), "session_id", strT(""), "timeout", timeout, "cwd", strT(""), "stream", streamT)},
 		{pattern: "GET /v2/code/sessions", summary: "List sessions", sb: s.codeSessions,
 			query: []param{{"language", "string", "python or javascript", false}}},
 		{pattern: "POST /v2/code/sessions", summary: "Create a session and start its kernel", sb: s.codeCreateSession,
@@ -96,7 +97,7 @@ func (s *Server) table() []route {
 			query: []param{{"language", "string", "python or javascript (default: Python, then JavaScript)", false}}},
 
 		{pattern: "POST /v1/jupyter/execute", summary: "Execute Python in a kernel (JupyterExecuteRequest)", sb: s.jupyterExecute,
-			body: obj("code*", strT(""), "timeout", timeout, "kernel_name", strT("python3"), "session_id", strT(""), "cwd", strT(""))},
+			body: obj("code*", strT(""), "timeout", timeout, "kernel_name", strT("python3"), "session_id", strT(""), "cwd", strT(""), "stream", streamT)},
 		{pattern: "POST /v1/jupyter/sessions/create", summary: "Create a Python session", sb: s.jupyterCreateSession,
 			body: obj("session_id", strT(""), "kernel_name", strT("python3"), "cwd", strT(""))},
 		{pattern: "GET /v1/jupyter/sessions", summary: "List Python sessions", sb: s.jupyterSessions},
@@ -106,7 +107,7 @@ func (s *Server) table() []route {
 
 		{pattern: "POST /v1/nodejs/execute", summary: "Execute JavaScript (NodeJSExecuteRequest)", sb: s.nodeExecute,
 			body: obj("code*", strT(""), "timeout", timeout, "stdin", strT(""), "files", mapT("name → content, written into cwd first"),
-				"stateful", boolT(""), "session_id", strT(""), "cwd", strT(""), "version", strT("ignored: one Node.js"))},
+				"stateful", boolT(""), "session_id", strT(""), "cwd", strT(""), "version", strT("ignored: one Node.js"), "stream", streamT)},
 		{pattern: "POST /v1/nodejs/sessions", summary: "Create a JavaScript session", sb: s.nodeCreateSession,
 			body: obj("session_id", strT(""), "cwd", strT(""), "max_idle_time", intT("seconds"))},
 		{pattern: "GET /v1/nodejs/sessions", summary: "List JavaScript sessions", sb: s.nodeSessions},

@@ -349,6 +349,10 @@ type Request struct {
 	Cwd string
 	// Stdin, if set, is what the cell reads as standard input.
 	Stdin string
+	// OnOutput, if set, is called with each output as the kernel produces
+	// it, in order, on the goroutine that called Do (so it must not block
+	// for long: the cell's timeout keeps running).
+	OnOutput func(Output)
 }
 
 // Execute runs code as one cell; see Do.
@@ -381,6 +385,7 @@ func (k *Kernel) Do(ctx context.Context, req Request) (*Result, error) {
 
 	m := k.startMeter()
 	res := newResult(k.cfg.maxOutput())
+	res.onOutput = req.OnOutput
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}

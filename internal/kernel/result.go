@@ -79,6 +79,9 @@ type Result struct {
 	limit   int64 // output bytes per cell
 	budget  int64 // output bytes left
 	dropped int64
+	// onOutput, if set, sees each output as it is kept (before adjacent
+	// stream text is merged), the truncation marker included.
+	onOutput func(Output)
 }
 
 func newResult(budget int64) *Result {
@@ -118,6 +121,9 @@ func (r *Result) add(o Output) {
 		}
 	}
 	r.budget -= size
+	if r.onOutput != nil {
+		r.onOutput(o)
+	}
 	if n := len(r.Outputs); n > 0 && o.OutputType == "stream" {
 		if last := &r.Outputs[n-1]; last.OutputType == "stream" && last.Name == o.Name {
 			last.Text += o.Text
@@ -147,9 +153,13 @@ func (r *Result) addDeath(why error, interrupted bool) {
 func (r *Result) finish() *Result {
 	if r.dropped > 0 {
 		r.Truncated = true
-		r.Outputs = append(r.Outputs, Output{OutputType: "stream", Name: "stderr",
+		marker := Output{OutputType: "stream", Name: "stderr",
 			Text: fmt.Sprintf("\n[codecell: output truncated: %d bytes dropped; the limit is %d bytes per cell. Write large results to a file and read it in parts.]\n",
-				r.dropped, r.limit)})
+				r.dropped, r.limit)}
+		r.Outputs = append(r.Outputs, marker)
+		if r.onOutput != nil {
+			r.onOutput(marker)
+		}
 	}
 	return r
 }

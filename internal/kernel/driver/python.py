@@ -68,8 +68,45 @@ def send(msg):
         _write_all(FRAME_FD, struct.pack(">I", len(body)) + body)
 
 
+class _Line:
+    name = None
+    text = ""
+
+
+_line = _Line()  # stream text written since the last newline
+
+
+def flush_line():
+    """Sends the partial line held back by emit_text. Preconditions: _lock."""
+    if _line.text:
+        text, _line.text = _line.text, ""
+        _send_output({"output_type": "stream", "name": _line.name, "text": text})
+
+
+def emit_text(name, s):
+    """Sends stream text a line at a time, as a terminal would: print()
+    writes its text and its newline separately, and one output per line is
+    what a streaming client should see. A partial line goes out on flush(),
+    before any other output, and at the end of the cell."""
+    with _lock:
+        if _line.name != name:
+            flush_line()
+            _line.name = name
+        _line.text += s
+        i = _line.text.rfind("\n")
+        if i >= 0:
+            head, _line.text = _line.text[: i + 1], _line.text[i + 1 :]
+            _send_output({"output_type": "stream", "name": name, "text": head})
+
+
 def emit(output):
     """Sends one output of the running cell, within the cell's byte budget."""
+    with _lock:
+        flush_line()
+        _send_output(output)
+
+
+def _send_output(output):
     size = len(json.dumps(output))
     with _lock:
         if cell.budget < size:
@@ -128,7 +165,7 @@ class StreamWriter:
         if s:
             with _lock:
                 drain_fds()
-                emit({"output_type": "stream", "name": self.name, "text": s})
+                emit_text(self.name, s)
         return len(s)
 
     def writelines(self, lines):
@@ -136,7 +173,8 @@ class StreamWriter:
             self.write(s)
 
     def flush(self):
-        pass
+        with _lock:
+            flush_line()
 
     def isatty(self):
         return False
@@ -352,6 +390,7 @@ def run(req):
         os._exit(0)
     drain_fds()
     with _lock:
+        flush_line()
         send(
             {
                 "type": "done",

@@ -1,0 +1,174 @@
+package api_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// event is one Server-Sent Event.
+type event struct {
+	name string
+	data map[string]any
+}
+
+// stream posts body to path asking for events and returns a channel of
+// them, closed at the end of the stream, and the response.
+func (ts *testServer) stream(t *testing.T, path string, body map[string]any, accept bool) (<-chan event, *http.Response) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequest("POST", ts.URL+path, strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if accept {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	ch := make(chan event, 100)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		var ev event
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				ev.name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.data)
+			case line == "" && ev.name != "":
+				ch <- ev
+				ev = event{}
+			}
+		}
+	}()
+	return ch, resp
+}
+
+// TestStreamArrivesWhileRunning: the first output reaches the client while
+// the cell is still running. The cell waits for a file that the test only
+// writes after it has received that output, so a server that held outputs
+// back until the end would leave the cell waiting until its timeout.
+func TestStreamArrivesWhileRunning(t *testing.T) {
+	ts := newServer(t, serverOpts{})
+	for _, tc := range []struct {
+		name, path, lang string
+		code             string
+		v1               bool
+	}{
+		{"python-v2", "/v2/code/execute", "python",
+			"import os, time\nprint('first', flush=True)\nwhile not os.path.exists('/tmp/go-py'): time.sleep(0.05)\nprint('second')", false},
+		{"javascript-v1", "/v1/nodejs/execute", "javascript",
+			"const fs = require('fs');\nconsole.log('first');\nwhile (!fs.existsSync('/tmp/go-js')) await new Promise(r => setTimeout(r, 50));\nconsole.log('second');", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := map[string]any{"code": tc.code, "timeout": 20, "stream": true}
+			if !tc.v1 {
+				body["language"] = tc.lang
+			}
+			ch, resp := ts.stream(t, tc.path, body, false)
+			if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+				t.Fatalf("status %d, content type %q", resp.StatusCode, ct)
+			}
+			first := <-ch
+			if first.name != "output" || first.data["text"] != "first\n" {
+				t.Fatalf("first event %+v, want the output \"first\"", first)
+			}
+			if tc.v1 && len(first.data) != 9 {
+				t.Errorf("v1 route: output has keys %v, want the nine v1 keys", first.data)
+			}
+			name := "/tmp/go-py"
+			if tc.lang == "javascript" {
+				name = "/tmp/go-js"
+			}
+			ts.must(t, 200, "POST", "/v1/file/write", map[string]any{"file": name, "content": "go"})
+			var names []string
+			var last event
+			for ev := range ch {
+				names = append(names, ev.name)
+				last = ev
+			}
+			if strings.Join(names, ",") != "output,done" {
+				t.Fatalf("events after the first: %v, want output,done", names)
+			}
+			data, _ := last.data["data"].(map[string]any)
+			if last.data["success"] != true || data["status"] != "ok" || !strings.Contains(data["stdout"].(string), "first\nsecond\n") {
+				t.Errorf("done event %+v", last.data)
+			}
+		})
+	}
+}
+
+// TestStreamEventsInOrder: the example, one event per print, in
+// order, each before the final summary.
+func TestStreamEventsInOrder(t *testing.T) {
+	ts := newServer(t, serverOpts{})
+	ch, _ := ts.stream(t, "/v1/jupyter/execute", map[string]any{"code": "import time\nfor i in range(5): print(i); time.sleep(0.2)\ni"}, true)
+	var got []string
+	var done event
+	for ev := range ch {
+		switch ev.name {
+		case "output":
+			if ev.data["output_type"] == "stream" {
+				got = append(got, ev.data["text"].(string))
+			} else {
+				got = append(got, ev.data["output_type"].(string))
+			}
+		case "done":
+			done = ev
+		default:
+			t.Errorf("unexpected event %+v", ev)
+		}
+	}
+	if strings.Join(got, "") != "0\n1\n2\n3\n4\nexecute_result" || len(got) < 6 {
+		t.Errorf("outputs %q, want one per print and then the result", got)
+	}
+	data, _ := done.data["data"].(map[string]any)
+	if data == nil || data["status"] != "ok" || data["execution_count"] == nil || data["usage"] == nil {
+		t.Errorf("done event lacks the summary: %+v", done.data)
+	}
+}
+
+// TestStreamClientLeaves: a client that disconnects mid-stream does not
+// stop the execution or end the session.
+func TestStreamClientLeaves(t *testing.T) {
+	ts := newServer(t, serverOpts{})
+	ch, resp := ts.stream(t, "/v2/code/execute", map[string]any{"language": "python", "session_id": "leave",
+		"code": "import time\nprint('started', flush=True)\ntime.sleep(1)\nx = 42"}, true)
+	if ev := <-ch; ev.name != "output" {
+		t.Fatalf("first event %+v", ev)
+	}
+	resp.Body.Close()
+	// The session runs executions in arrival order: this one sees the end
+	// of the abandoned cell.
+	r := ts.must(t, 200, "POST", "/v2/code/execute", map[string]any{"language": "python", "session_id": "leave", "code": "x"})
+	if outs := r.data()["outputs"].([]any); len(outs) != 1 || outs[0].(map[string]any)["data"].(map[string]any)["text/plain"] != "42" {
+		t.Errorf("after the client left: %s", r.raw)
+	}
+}
+
+// TestStreamEarlyErrorsKeepStatus: what fails before anything runs is an
+// ordinary JSON error with its status, not a stream.
+func TestStreamEarlyErrorsKeepStatus(t *testing.T) {
+	ts := newServer(t, serverOpts{})
+	_, resp := ts.stream(t, "/v2/code/execute", map[string]any{"language": "cobol", "code": "1"}, true)
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(b), "language") {
+		t.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	// stream: false wins over the Accept header.
+	_, resp = ts.stream(t, "/v2/code/execute", map[string]any{"language": "python", "code": "1", "stream": false}, true)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("stream false: content type %q", ct)
+	}
+}
