@@ -50,12 +50,14 @@ func obj(props ...any) schema {
 func typ(t, doc string) schema { return schema{"type": t, "description": doc} }
 
 var (
-	strT    = func(doc string) schema { return typ("string", doc) }
-	numT    = func(doc string) schema { return typ("number", doc) }
-	intT    = func(doc string) schema { return typ("integer", doc) }
-	boolT   = func(doc string) schema { return typ("boolean", doc) }
-	langT   = schema{"type": "string", "enum": []string{"python", "javascript"}}
-	timeout = numT("seconds; default 30, at most the server's maximum (900)")
+	strT         = func(doc string) schema { return typ("string", doc) }
+	numT         = func(doc string) schema { return typ("number", doc) }
+	intT         = func(doc string) schema { return typ("integer", doc) }
+	boolT        = func(doc string) schema { return typ("boolean", doc) }
+	langT        = schema{"type": "string", "enum": []string{"python", "javascript"}}
+	timeout      = numT("seconds; default 30, at most the server's maximum (900)")
+	assistSchema = obj("code*", strT(""), "cursor_pos", intT("in code points; default: the end of code"),
+		"detail_level", intT("inspect only: 0 (summary) or 1 (with source)"))
 	streamT = boolT("reply with Server-Sent Events (also chosen by Accept: text/event-stream): an `output` event per output as it is produced, then `done` with the envelope the JSON reply would have; an `error` event if the execution could not be completed")
 	mapT    = func(doc string) schema {
 		return schema{"type": "object", "additionalProperties": schema{"type": "string"}, "description": doc}
@@ -96,6 +98,15 @@ func (s *Server) table() []route {
 		{pattern: "DELETE /v2/code/sessions/{session_id}", summary: "End a session at once", sb: s.codeDeleteSession,
 			query: []param{{"language", "string", "python or javascript (default: Python, then JavaScript)", false}}},
 
+		{pattern: "POST /v2/code/sessions/{session_id}/interrupt", summary: "Interrupt the running execution; the session keeps its state", sb: s.interrupt(s.findSession),
+			query: []param{{"language", "string", "python or javascript (default: Python, then JavaScript)", false}}},
+		{pattern: "POST /v2/code/sessions/{session_id}/restart", summary: "Restart the session's kernel: state cleared, files kept", sb: s.restart(s.findSession),
+			query: []param{{"language", "string", "python or javascript (default: Python, then JavaScript)", false}}},
+		{pattern: "POST /v2/code/sessions/{session_id}/complete", summary: "Completions at a cursor (Jupyter complete_reply)", sb: s.complete(s.findSession),
+			body: assistSchema, query: []param{{"language", "string", "python or javascript (default: Python, then JavaScript)", false}}},
+		{pattern: "POST /v2/code/sessions/{session_id}/inspect", summary: "What the name at a cursor is (Jupyter inspect_reply)", sb: s.inspect(s.findSession),
+			body: assistSchema, query: []param{{"language", "string", "python or javascript (default: Python, then JavaScript)", false}}},
+
 		{pattern: "POST /v1/jupyter/execute", summary: "Execute Python in a kernel (JupyterExecuteRequest)", sb: s.jupyterExecute,
 			body: obj("code*", strT(""), "timeout", timeout, "kernel_name", strT("python3"), "session_id", strT(""), "cwd", strT(""), "stream", streamT)},
 		{pattern: "POST /v1/jupyter/sessions/create", summary: "Create a Python session", sb: s.jupyterCreateSession,
@@ -103,6 +114,10 @@ func (s *Server) table() []route {
 		{pattern: "GET /v1/jupyter/sessions", summary: "List Python sessions", sb: s.jupyterSessions},
 		{pattern: "DELETE /v1/jupyter/sessions", summary: "End every Python session", sb: s.jupyterDeleteSessions},
 		{pattern: "DELETE /v1/jupyter/sessions/{session_id}", summary: "End a Python session", sb: s.jupyterDeleteSession},
+		{pattern: "POST /v1/jupyter/sessions/{session_id}/interrupt", summary: "Interrupt the running execution; the session keeps its state", sb: s.interrupt(pythonSession)},
+		{pattern: "POST /v1/jupyter/sessions/{session_id}/restart", summary: "Restart the session's kernel: state cleared, files kept", sb: s.restart(pythonSession)},
+		{pattern: "POST /v1/jupyter/sessions/{session_id}/complete", summary: "Completions at a cursor (Jupyter complete_reply)", sb: s.complete(pythonSession), body: assistSchema},
+		{pattern: "POST /v1/jupyter/sessions/{session_id}/inspect", summary: "What the name at a cursor is (Jupyter inspect_reply)", sb: s.inspect(pythonSession), body: assistSchema},
 		{pattern: "GET /v1/jupyter/info", summary: "Kernels and session limits (JupyterInfoResponse)", sb: s.jupyterInfo},
 
 		{pattern: "POST /v1/nodejs/execute", summary: "Execute JavaScript (NodeJSExecuteRequest)", sb: s.nodeExecute,

@@ -142,6 +142,14 @@ type Kernel struct {
 	mu      sync.Mutex // held for a whole cell
 	cellSeq int
 	dead    error // why the kernel stopped; guarded by mu
+
+	// An interrupt that arrives before the driver has started the cell it
+	// was sent (the request may still be in the pipe) is held until the
+	// driver says it has: a SIGINT sent earlier would find no cell to stop.
+	imu         sync.Mutex
+	cell        string // id of the cell sent, "" between cells
+	cellStarted bool
+	intPending  bool
 }
 
 type frame struct {
@@ -152,6 +160,8 @@ type frame struct {
 	ExecutionCount int    `json:"execution_count"`
 	DroppedBytes   int64  `json:"dropped_bytes"`
 	Version        string `json:"version"`
+	// Reply is the answer to a request that is not a cell (complete, inspect).
+	Reply json.RawMessage `json:"reply"`
 }
 
 func (c *Config) argv() ([]string, error) {
@@ -383,6 +393,14 @@ func (k *Kernel) Do(ctx context.Context, req Request) (*Result, error) {
 		return nil, fmt.Errorf("%w: sending the cell: %w", ErrDead, err)
 	}
 
+	k.imu.Lock()
+	k.cell, k.cellStarted, k.intPending = id, false, false
+	k.imu.Unlock()
+	defer func() {
+		k.imu.Lock()
+		k.cell = ""
+		k.imu.Unlock()
+	}()
 	m := k.startMeter()
 	res := newResult(k.cfg.maxOutput())
 	res.onOutput = req.OnOutput
@@ -398,7 +416,7 @@ func (k *Kernel) Do(ctx context.Context, req Request) (*Result, error) {
 			return
 		}
 		interrupted = true
-		k.proc.Interrupt()
+		k.Interrupt()
 		grace = time.After(cmp.Or(k.cfg.Grace, 2*time.Second))
 	}
 	done := ctx.Done()
@@ -415,6 +433,14 @@ func (k *Kernel) Do(ctx context.Context, req Request) (*Result, error) {
 				continue // a late frame of an earlier, interrupted cell
 			}
 			switch f.Type {
+			case "started":
+				k.imu.Lock()
+				k.cellStarted = true
+				pending := k.intPending
+				k.imu.Unlock()
+				if pending {
+					k.signal(id)
+				}
 			case "output":
 				res.add(f.Output)
 			case "done":
@@ -488,7 +514,46 @@ func (k *Kernel) Renice(nice int) {
 }
 
 // Interrupt interrupts the running cell, if any.
-func (k *Kernel) Interrupt() error { return k.proc.Interrupt() }
+func (k *Kernel) Interrupt() error {
+	k.imu.Lock()
+	if k.cell != "" && !k.cellStarted {
+		k.intPending = true
+		k.imu.Unlock()
+		return nil
+	}
+	id := k.cell
+	k.imu.Unlock()
+	if id == "" {
+		return k.proc.Interrupt() // between cells the driver ignores it
+	}
+	return k.signal(id)
+}
+
+// signal sends SIGINT for cell id. Node runs its SIGINT handler on the
+// event loop, so a signal that lands between the driver's "started" and
+// the script's own watchdog waits behind the script and is lost; Node's
+// driver takes a repeated SIGINT as one interrupt, so it is sent again
+// while the cell runs (Python's driver must not get a second one while it
+// reports the first).
+func (k *Kernel) signal(id string) error {
+	err := k.proc.Interrupt()
+	if k.cfg.Language != JavaScript || err != nil {
+		return err
+	}
+	go func() {
+		for range 8 {
+			time.Sleep(250 * time.Millisecond)
+			k.imu.Lock()
+			same := k.cell == id
+			k.imu.Unlock()
+			if !same {
+				return
+			}
+			k.proc.Interrupt()
+		}
+	}()
+	return nil
+}
 
 // Pid is the host pid of the interpreter (0 if it has exited).
 func (k *Kernel) Pid() int {

@@ -105,6 +105,52 @@ func (s *Session) Execute(ctx context.Context, req kernel.Request) (*Result, err
 	return out, nil
 }
 
+// Restart replaces the session's kernel with a fresh one: its state is
+// cleared, the sandbox's files stay. A running execution ends with the old
+// kernel (reported as KernelDied).
+func (s *Session) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	k := s.k
+	s.k = nil
+	s.mu.Unlock()
+	if k != nil {
+		k.Close()
+	}
+	return s.Start(ctx)
+}
+
+// Complete asks the session's kernel for completions of code at cursorPos
+// (code points), after the executions queued before it.
+func (s *Session) Complete(ctx context.Context, code string, cursorPos int) (*kernel.Completion, error) {
+	return assist(ctx, s, func(k *Kernel) (*kernel.Completion, error) { return k.Complete(ctx, code, cursorPos) })
+}
+
+// Inspect asks the session's kernel about the name at cursorPos.
+func (s *Session) Inspect(ctx context.Context, code string, cursorPos, detail int) (*kernel.Inspection, error) {
+	return assist(ctx, s, func(k *Kernel) (*kernel.Inspection, error) { return k.Inspect(ctx, code, cursorPos, detail) })
+}
+
+func assist[T any](ctx context.Context, s *Session, f func(*Kernel) (T, error)) (T, error) {
+	var zero T
+	if err := s.queue.Lock(ctx); err != nil {
+		return zero, err
+	}
+	defer s.queue.Unlock()
+	k, err := s.kernel(ctx)
+	if err != nil {
+		return zero, err
+	}
+	s.touch()
+	return f(k)
+}
+
+// touch marks the session used now.
+func (s *Session) touch() {
+	s.mu.Lock()
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+}
+
 // Start starts the session's kernel now rather than at its first execution.
 func (s *Session) Start(ctx context.Context) error {
 	if err := s.queue.Lock(ctx); err != nil {

@@ -23,7 +23,7 @@ const { processTopLevelAwait } = require('internal/repl/await');
 
 const REQ_FD = 3, FRAME_FD = 4, OUT_FD = 5, ERR_FD = 6;
 
-const cell = { id: null, budget: 0, dropped: 0, running: false };
+const cell = { id: null, budget: 0, dropped: 0, running: false, interrupted: false };
 
 function send(msg) {
   const body = Buffer.from(JSON.stringify(msg));
@@ -127,11 +127,20 @@ process.on('unhandledRejection', (err) => {
 });
 
 // SIGINT while a cell awaits a promise rejects the wait; while it runs
-// synchronously, vm's breakOnSigint throws inside the script instead.
+// synchronously, vm's breakOnSigint throws inside the script instead; in
+// between (the cell has started but its script not yet), it is kept for
+// the script to throw as it starts.
 let interruptWait = null;
 process.on('SIGINT', () => {
   if (interruptWait) interruptWait();
+  else if (cell.running) cell.interrupted = true;
 });
+
+function interruptError() {
+  const e = new Error('Script execution was interrupted by `SIGINT`');
+  e.name = 'KeyboardInterrupt';
+  return e;
+}
 
 let executionCount = 0;
 
@@ -144,13 +153,10 @@ async function evaluate(code) {
     if (!wrapped) throw e;
   }
   const script = new vm.Script(wrapped || code, { filename: `cell[${executionCount}]` });
+  if (cell.interrupted) throw interruptError();
   let value = script.runInThisContext({ breakOnSigint: true, displayErrors: false });
   const interrupted = new Promise((_, reject) => {
-    interruptWait = () => {
-      const e = new Error('Script execution was interrupted by `SIGINT`');
-      e.name = 'KeyboardInterrupt';
-      reject(e);
-    };
+    interruptWait = () => reject(interruptError());
   });
   try {
     if (wrapped) {
@@ -167,7 +173,10 @@ async function run(req) {
   cell.budget = Number(req.max_output || 1 << 20);
   cell.dropped = 0;
   cell.running = true;
+  cell.interrupted = false;
   executionCount++;
+  // From here an interrupt reaches this cell (see Kernel.Interrupt).
+  send({ type: 'started', id: cell.id });
   let status = 'ok';
   try {
     if (req.cwd) process.chdir(req.cwd);
@@ -201,6 +210,63 @@ async function run(req) {
   send({ type: 'done', id: cell.id, status, execution_count: executionCount, dropped_bytes: cell.dropped });
 }
 
+// Completion and inspection, as Jupyter's complete_reply and inspect_reply.
+// Jupyter counts code points; JavaScript strings count UTF-16 units.
+const utf16At = (code, cp) => Array.from(code).slice(0, cp).join('').length;
+const cpAt = (code, u16) => Array.from(code.slice(0, u16)).length;
+let completer = null;
+function complete(code, pos) {
+  if (!completer) {
+    // Node's REPL completer, over the global context that cells run in. The
+    // REPL defines require, module, _ and _error there: put the cells' back.
+    const { PassThrough } = require('stream');
+    const saved = Object.getOwnPropertyDescriptors(globalThis);
+    completer = require('repl').start({ input: new PassThrough(), output: new PassThrough(), terminal: false, useGlobal: true, prompt: '' });
+    for (const key of Reflect.ownKeys(globalThis)) {
+      try {
+        if (!(key in saved)) delete globalThis[key];
+        else if ('value' in saved[key] && globalThis[key] !== saved[key].value) Object.defineProperty(globalThis, key, saved[key]);
+      } catch {} // not configurable: the REPL did not make it
+    }
+  }
+  const at = utf16At(code, pos);
+  const line = code.slice(code.lastIndexOf('\n', at - 1) + 1, at);
+  return new Promise((resolve) => {
+    completer.completer(line, (err, res) => {
+      const [list, on] = err || !res ? [[], ''] : res;
+      const matches = [...new Set(list.filter((m) => m))];
+      resolve({ matches, cursor_start: cpAt(code, at - on.length), cursor_end: pos, metadata: {} });
+    });
+  });
+}
+function inspect(code, pos, detail) {
+  const at = utf16At(code, pos);
+  const before = code.slice(0, at).match(/[\w$.]*$/)[0];
+  const after = code.slice(at).match(/^[\w$]*/)[0];
+  const name = (before + after).replace(/^\.+|\.+$/g, '');
+  // Only dotted names are looked up: nothing is called.
+  if (!/^[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*$/.test(name)) return { found: false, data: {}, metadata: {} };
+  let value;
+  try {
+    value = vm.runInThisContext(name);
+  } catch {
+    return { found: false, data: {}, metadata: {} };
+  }
+  let text = `${name}: ${typeof value}\n${util.inspect(value, { depth: detail ? 2 : 0 })}`;
+  if (typeof value === 'function' && detail) text += '\n' + Function.prototype.toString.call(value);
+  return { found: true, data: { 'text/plain': text }, metadata: {} };
+}
+async function assist(req) {
+  let reply;
+  try {
+    const pos = req.cursor_pos ?? Array.from(req.code).length;
+    reply = req.type === 'complete' ? await complete(req.code, pos) : inspect(req.code, pos, req.detail_level || 0);
+  } catch (e) {
+    reply = { error: String(e) };
+  }
+  send({ type: 'reply', id: req.id, reply });
+}
+
 // Requests are read asynchronously so that user timers and promises keep running.
 let pending = Buffer.alloc(0);
 let queue = Promise.resolve();
@@ -213,6 +279,9 @@ requests.on('data', (chunk) => {
     const req = JSON.parse(pending.subarray(4, 4 + len).toString('utf-8'));
     pending = pending.subarray(4 + len);
     if (req.type === 'execute') queue = queue.then(() => run(req));
+    else if (req.type === 'complete' || req.type === 'inspect') {
+      queue = queue.then(() => assist(req));
+    }
   }
 });
 requests.on('end', () => process.exit(0));

@@ -368,6 +368,7 @@ def run(req):
     status = "ok"
     cell.running = True
     try:
+        send({"type": "started", "id": cell.id})  # from here SIGINT reaches this cell
         if req.get("cwd"):
             os.chdir(req["cwd"])
         # Standard input is the request's text (fd 0 itself is /dev/null).
@@ -448,6 +449,44 @@ def main():
             run(req)
         elif req.get("type") == "preload":
             preload(req.get("modules") or [])
+        elif req.get("type") in ("complete", "inspect"):
+            try:
+                reply = (complete if req["type"] == "complete" else inspect)(req)
+            except Exception as e:  # a broken __dir__ or __getattr__ of user code
+                reply = {"error": "%s: %s" % (type(e).__name__, e)}
+            send({"type": "reply", "id": req.get("id"), "reply": reply})
+
+
+def complete(req):
+    """Jupyter's complete_reply, as ipykernel makes it with IPython's
+    completer. Positions count code points, as Python strings do."""
+    from IPython.core.completer import provisionalcompleter, rectify_completions
+
+    code, pos = req.get("code", ""), int(req.get("cursor_pos", len(req.get("code", ""))))
+    with provisionalcompleter():
+        comps = list(rectify_completions(code, shell.Completer.completions(code, pos)))
+    start, end = (comps[0].start, comps[0].end) if comps else (pos, pos)
+    return {
+        "matches": [c.text for c in comps],
+        "cursor_start": start,
+        "cursor_end": end,
+        "metadata": {"_jupyter_types_experimental": [{"text": c.text, "type": c.type, "start": c.start, "end": c.end} for c in comps]},
+    }
+
+
+def inspect(req):
+    """Jupyter's inspect_reply: IPython's own help for the name at the cursor."""
+    from IPython.utils.tokenutil import token_at_cursor
+
+    code = req.get("code", "")
+    name = token_at_cursor(code, int(req.get("cursor_pos", len(code))))
+    try:
+        data = shell.object_inspect_mime(name, detail_level=int(req.get("detail_level", 0)))
+    except KeyError:
+        return {"found": False, "data": {}, "metadata": {}}
+    if "text/plain" in data:
+        data["text/plain"] = _ANSI.sub("", data["text/plain"])
+    return {"found": True, "data": data, "metadata": {}}
 
 
 def preload(modules):
