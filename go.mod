@@ -9,3 +9,14 @@ require (
 )
 
 require github.com/moby/sys/mountinfo v0.7.3
+
+require (
+	github.com/coder/websocket v1.8.15
+	github.com/go-zeromq/zmq4 v0.17.0
+)
+
+require (
+	github.com/go-zeromq/goczmq/v4 v4.2.2 // indirect
+	golang.org/x/sync v0.15.0 // indirect
+	golang.org/x/text v0.26.0 // indirect
+)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/codecell/codecell/internal/cgroup"
 	"github.com/codecell/codecell/internal/jail"
+	"github.com/codecell/codecell/internal/jupyter"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -27,6 +28,7 @@ type common struct {
 	output  string
 	cgroup  string
 	pyMode  string
+	kernels string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -38,6 +40,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.disk, "disk", env("CODECELL_DISK", "1G"), "disk quota per sandbox for home and /tmp (CODECELL_DISK)")
 	fs.StringVar(&c.cgroup, "cgroup-parent", env("CODECELL_CGROUP_PARENT", "codecell"), "cgroup under which sandboxes' groups are made (CODECELL_CGROUP_PARENT)")
 	fs.StringVar(&c.pyMode, "python-mode", env("CODECELL_PYTHON_MODE", sandbox.PythonFork), "how Python kernels start: fork (forked from the sandbox's zygote, which has imported IPython and the preload modules) or spawn (a new interpreter in a new jail each) (CODECELL_PYTHON_MODE)")
+	fs.StringVar(&c.kernels, "kernelspec-dir", env("CODECELL_KERNELSPEC_DIR", ""), "a directory of Jupyter kernelspecs (<dir>/kernels/<name>/kernel.json), searched before the standard Jupyter data directories (CODECELL_KERNELSPEC_DIR)")
 	fs.StringVar(&c.output, "max-output", env("CODECELL_MAX_OUTPUT", "1M"), "output returned per cell; the rest is cut and marked (CODECELL_MAX_OUTPUT)")
 }
 
@@ -60,7 +63,16 @@ func (c *common) sandboxConfig(log *slog.Logger) (sandbox.Config, error) {
 	if err != nil {
 		return sandbox.Config{}, fmt.Errorf("--python-mode: %w", err)
 	}
+	dirs := jupyter.DataDirs()
+	if c.kernels != "" {
+		dirs = append([]string{c.kernels}, dirs...)
+	}
+	specs, err := jupyter.FindKernelSpecs(dirs)
+	if err != nil {
+		log.Warn("some Jupyter kernelspecs are unusable", "err", err)
+	}
 	cfg := sandbox.Config{
+		KernelSpecs:  specs,
 		PythonMode:   mode,
 		DataDir:      c.dataDir,
 		CgroupParent: c.cgroup,

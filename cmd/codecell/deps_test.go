@@ -9,7 +9,8 @@ import (
 )
 
 // TestPackageGraph keeps dependencies pointing one way (doctor → sandbox →
-// kernel → jail → seccomp, cgroup) and every package documented.
+// kernel → jail → seccomp, cgroup; kernel → jupyter) and every package
+// documented.
 func TestPackageGraph(t *testing.T) {
 	out, err := exec.Command("go", "list", "-json", "github.com/codecell/codecell/...").Output()
 	if err != nil {
@@ -24,6 +25,8 @@ func TestPackageGraph(t *testing.T) {
 		"internal/quota":   {"internal/jail", "internal/kernel", "internal/sandbox", "internal/cgroup"},
 		"internal/kernel":  {"internal/sandbox", "internal/doctor", "internal/quota"},
 		"internal/sandbox": {"internal/doctor"},
+		// The Jupyter protocol is a leaf: it knows nothing of jails or kernels.
+		"internal/jupyter": {"internal/jail", "internal/kernel", "internal/sandbox", "internal/cgroup", "internal/seccomp", "internal/quota", "internal/files", "internal/api", "internal/doctor"},
 	}
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	seen := 0

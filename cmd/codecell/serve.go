@@ -14,6 +14,7 @@ import (
 
 	"github.com/codecell/codecell/internal/api"
 	"github.com/codecell/codecell/internal/doctor"
+	"github.com/codecell/codecell/internal/jupyter"
 	"github.com/codecell/codecell/internal/kernel"
 	"github.com/codecell/codecell/internal/sandbox"
 )
@@ -36,6 +37,12 @@ func serveCmd(ctx context.Context, args []string) error {
 		"started Python kernels each sandbox keeps ready (CODECELL_PREWARM_PYTHON, AIO_KERNEL_PREWARM)")
 	prewarmJS := fs.Int("prewarm-javascript", envInt("CODECELL_PREWARM_JAVASCRIPT", envInt("AIO_CODE_PREWARM", 1)),
 		"started JavaScript kernels each sandbox keeps ready (CODECELL_PREWARM_JAVASCRIPT, AIO_CODE_PREWARM)")
+	backend := fs.String("code-backend", cmp.Or(os.Getenv("CODECELL_CODE_BACKEND"), os.Getenv("AIO_CODE_BACKEND"), api.BackendAuto),
+		"what runs Python on the code routes: auto (the remote Jupyter server if set and reachable, else the native driver), native, or kernel (a Jupyter kernel: remote, else the python3 kernelspec in a jail) (CODECELL_CODE_BACKEND or AIO_CODE_BACKEND)")
+	endpoint := fs.String("jupyter-endpoint", cmp.Or(os.Getenv("CODECELL_JUPYTER_ENDPOINT"), os.Getenv("AIO_JUPYTER_ENDPOINT")),
+		"URL of a remote Jupyter server whose kernels run Python when it is reachable; its code runs there, without the sandbox's jail or files (CODECELL_JUPYTER_ENDPOINT or AIO_JUPYTER_ENDPOINT)")
+	endpointToken := fs.String("jupyter-token", cmp.Or(os.Getenv("CODECELL_JUPYTER_TOKEN"), os.Getenv("AIO_JUPYTER_TOKEN"), os.Getenv("JUPYTER_TOKEN")),
+		"token of the remote Jupyter server (CODECELL_JUPYTER_TOKEN, AIO_JUPYTER_TOKEN or JUPYTER_TOKEN)")
 	logFormat := fs.String("log-format", env("CODECELL_LOG_FORMAT", "text"), "text or json (CODECELL_LOG_FORMAT)")
 	fs.Parse(args)
 
@@ -54,6 +61,15 @@ func serveCmd(ctx context.Context, args []string) error {
 	cfg, err := c.sandboxConfig(log)
 	if err != nil {
 		return err
+	}
+	codeBackend, err := api.ParseBackend(*backend)
+	if err != nil {
+		return fmt.Errorf("--code-backend: %w", err)
+	}
+	if *endpoint != "" {
+		if cfg.Remote, err = jupyter.NewServer(*endpoint, *endpointToken, nil); err != nil {
+			return fmt.Errorf("--jupyter-endpoint: %w", err)
+		}
 	}
 	cfg.MaxSessions = *maxSessions
 	cfg.Prewarm = map[kernel.Language]int{kernel.Python: *prewarmPy, kernel.JavaScript: *prewarmJS}
@@ -76,6 +92,7 @@ func serveCmd(ctx context.Context, args []string) error {
 		Version:        version,
 		Layers:         layers,
 		Runtimes:       &runtimes,
+		CodeBackend:    codeBackend,
 		Logger:         log,
 	})
 	ln, err := net.Listen("tcp", *addr)

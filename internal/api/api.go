@@ -49,6 +49,8 @@ type Config struct {
 	Layers []doctor.Check
 	// Runtimes are the interpreters as probed; nil probes them here.
 	Runtimes *doctor.Runtimes
+	// CodeBackend is BackendAuto (""), BackendNative or BackendKernel.
+	CodeBackend string
 	Logger   *slog.Logger
 }
 
@@ -58,6 +60,7 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	runtime runtimes
+	remote  remoteProbe
 	docCache
 }
 
@@ -298,7 +301,7 @@ func statusOf(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, sandbox.ErrCapacity), errors.Is(err, kernel.ErrBusy):
 		return http.StatusTooManyRequests
-	case errors.Is(err, sandbox.ErrInvalidID):
+	case errors.Is(err, sandbox.ErrInvalidID), errors.Is(err, sandbox.ErrNoKernel), errors.Is(err, kernel.ErrUnsupported):
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, sandbox.ErrClosed):
 		return http.StatusServiceUnavailable

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/codecell/codecell/internal/kernel"
@@ -83,7 +85,7 @@ func (s *Server) codeInfo(w http.ResponseWriter, r *http.Request, sb *sandbox.Sa
 			"default_timeout": int(s.cfg.DefaultTimeout / time.Second),
 			"max_timeout":     int(s.cfg.MaxTimeout / time.Second),
 			"details": map[string]any{
-				"backend":              backendOf(l),
+				"backend":              s.backendOf(r.Context(), l),
 				"interpreter":          rt.Path,
 				"available":            rt.Err == nil,
 				"session_idle_seconds": int(s.cfg.Manager.Config().SessionIdle / time.Second),
@@ -95,13 +97,13 @@ func (s *Server) codeInfo(w http.ResponseWriter, r *http.Request, sb *sandbox.Sa
 	return ok(w, map[string]any{"languages": langs})
 }
 
-// backendOf names what runs a language on the code routes: Python always
-// runs in an IPython kernel (rich outputs), JavaScript in a Node REPL.
-func backendOf(l kernel.Language) string {
+// backendOf names what runs a language on the code routes.
+func (s *Server) backendOf(ctx context.Context, l kernel.Language) string {
 	if l == kernel.Python {
-		return "kernel"
+		_, b := s.python(ctx)
+		return b
 	}
-	return "native"
+	return BackendNative
 }
 
 // GET /v2/code/sessions?language=: the sandbox's sessions.
@@ -144,6 +146,7 @@ func (s *Server) codeCreateSession(w http.ResponseWriter, r *http.Request, sb *s
 // startSession opens a session and starts its kernel, so that errors show
 // now and the first execution is fast.
 func (s *Server) startSession(r *http.Request, sb *sandbox.Sandbox, lang kernel.Language, id string) (sandbox.SessionInfo, bool, error) {
+	lang = s.resolve(r.Context(), lang)
 	if err := s.runtime.check(lang); err != nil {
 		return sandbox.SessionInfo{}, false, err
 	}
@@ -192,6 +195,10 @@ func (s *Server) findSession(r *http.Request, sb *sandbox.Sandbox) (*sandbox.Ses
 			return nil, err
 		}
 		langs = []kernel.Language{l}
+	}
+	// Python sessions may run on another backend's kernel.
+	if py := s.resolve(r.Context(), kernel.Python); py != kernel.Python && slices.Contains(langs, kernel.Python) {
+		langs = append([]kernel.Language{py}, langs...)
 	}
 	var err error
 	for _, l := range langs {

@@ -4,21 +4,16 @@ import (
 	"net/http"
 	"unicode/utf8"
 
-	"github.com/codecell/codecell/internal/kernel"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
 // Control of a live session: interrupt, restart, complete and inspect,
 // served under /v2/code/sessions/{session_id}/ (any language, as the other
-// session routes find it) and /v1/jupyter/sessions/{session_id}/ (Python).
+// session routes find it) and /v1/jupyter/sessions/{session_id}/ (Python
+// and the Jupyter kernels).
 
 // sessionFinder finds the session a control route names.
 type sessionFinder func(r *http.Request, sb *sandbox.Sandbox) (*sandbox.Session, error)
-
-func pythonSession(r *http.Request, sb *sandbox.Sandbox) (*sandbox.Session, error) {
-	sess, _, err := sb.OpenSession(kernel.Python, r.PathValue("session_id"), false)
-	return sess, err
-}
 
 // POST .../interrupt: the running execution stops with KeyboardInterrupt
 // (or Node's equivalent); the session keeps its state.

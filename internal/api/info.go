@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -36,6 +37,9 @@ func (rt *runtimes) of(l kernel.Language) *runtimeInfo {
 
 // check is a 503 naming what was looked for when l cannot run here.
 func (rt *runtimes) check(l kernel.Language) error {
+	if _, _, ok := l.Kernelspec(); ok {
+		return nil // a Jupyter kernel: a start failure says what is missing
+	}
 	if r := rt.of(l); r.Err != nil {
 		return errorf(http.StatusServiceUnavailable, "no interpreter for %s: looked for %s: %v", l, r.Path, r.Err)
 	}
@@ -48,7 +52,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 }
 
 // capabilities is what /v1/capabilities and /v2/sandbox report.
-func (s *Server) capabilities(sb *sandbox.Sandbox) map[string]any {
+func (s *Server) capabilities(ctx context.Context, sb *sandbox.Sandbox) map[string]any {
 	py, node := s.runtime.of(kernel.Python), s.runtime.of(kernel.JavaScript)
 	l := sb.Limits()
 	layers := map[string]any{}
@@ -57,9 +61,10 @@ func (s *Server) capabilities(sb *sandbox.Sandbox) map[string]any {
 	}
 	return map[string]any{
 		"code_interpreter": map[string]any{
-			"backend":         backendOf(kernel.Python),
+			"backend":         s.backendOf(ctx, kernel.Python),
 			"languages":       []string{"python", "javascript"},
-			"python_kernels":  []string{kernelName},
+			"python_kernels":  []string{pythonKernel},
+			"jupyter_kernels": s.kernelNames(),
 			"python_version":  py.Version,
 			"python_packages": py.Packages,
 			"node_version":    node.Version,
@@ -86,13 +91,13 @@ func (s *Server) capabilities(sb *sandbox.Sandbox) map[string]any {
 
 // GET /v1/capabilities
 func (s *Server) capabilitiesV1(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) error {
-	return ok(w, s.capabilities(sb))
+	return ok(w, s.capabilities(r.Context(), sb))
 }
 
 // GET /v2/sandbox: the sandbox and its capabilities.
 func (s *Server) sandboxV2(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) error {
 	info := s.sandboxInfo(sb)
-	info["capabilities"] = s.capabilities(sb)
+	info["capabilities"] = s.capabilities(r.Context(), sb)
 	info["version"] = s.cfg.Version
 	return ok(w, info)
 }

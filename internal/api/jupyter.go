@@ -2,23 +2,12 @@ package api
 
 import (
 	"cmp"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/codecell/codecell/internal/kernel"
 	"github.com/codecell/codecell/internal/sandbox"
 )
-
-// The only Jupyter kernel codecell runs: Python on IPython.
-const kernelName = "python3"
-
-func checkKernelName(name string) error {
-	if name != "" && name != kernelName && name != "python" {
-		return invalid("kernel_name", fmt.Sprintf("unknown kernel %q; available: [%q]", name, kernelName), "value_error")
-	}
-	return nil
-}
 
 // POST /v1/jupyter/execute: JupyterExecuteRequest → JupyterExecuteResponse.
 // Without a session_id it runs in a fresh kernel discarded afterwards.
@@ -37,17 +26,18 @@ func (s *Server) jupyterExecute(w http.ResponseWriter, r *http.Request, sb *sand
 	if err := required("code", body.Code); err != nil {
 		return err
 	}
-	if err := checkKernelName(deref(body.KernelName)); err != nil {
+	lang, err := s.jupyterKernel(r.Context(), deref(body.KernelName))
+	if err != nil {
 		return err
 	}
 	t, err := s.timeout("timeout", body.Timeout)
 	if err != nil {
 		return err
 	}
-	req := execRequest{lang: kernel.Python, code: *body.Code, timeout: t, sessionID: deref(body.SessionID), cwd: deref(body.Cwd)}
+	req := execRequest{lang: lang, code: *body.Code, timeout: t, sessionID: deref(body.SessionID), cwd: deref(body.Cwd)}
 	return s.run(w, r, sb, req, wantsStream(r, body.Stream), true, func(o *execOutcome) map[string]any {
 		data := o.common()
-		data["kernel_name"] = kernelName
+		data["kernel_name"] = kernelNameOf(lang)
 		data["code"] = *body.Code
 		data["outputs"] = outputsV1(o.Outputs)
 		data["msg_id"] = nil
@@ -67,10 +57,11 @@ func (s *Server) jupyterCreateSession(w http.ResponseWriter, r *http.Request, sb
 			return err
 		}
 	}
-	if err := checkKernelName(deref(body.KernelName)); err != nil {
+	lang, err := s.jupyterKernel(r.Context(), deref(body.KernelName))
+	if err != nil {
 		return err
 	}
-	info, created, err := s.startSession(r, sb, kernel.Python, deref(body.SessionID))
+	info, created, err := s.startSession(r, sb, lang, deref(body.SessionID))
 	if err != nil {
 		return err
 	}
@@ -78,16 +69,19 @@ func (s *Server) jupyterCreateSession(w http.ResponseWriter, r *http.Request, sb
 	if !created {
 		msg = "session already exists"
 	}
-	return ok(w, map[string]any{"session_id": info.ID, "kernel_name": kernelName, "message": msg})
+	return ok(w, map[string]any{"session_id": info.ID, "kernel_name": kernelNameOf(lang), "message": msg})
 }
 
 // GET /v1/jupyter/sessions: ActiveSessionsResult, keyed by session id.
 func (s *Server) jupyterSessions(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) error {
 	sessions := map[string]any{}
-	for _, sess := range sb.Sessions(kernel.Python) {
+	for _, sess := range sb.Sessions("") {
+		if !isJupyter(sess.Language) {
+			continue
+		}
 		info := sess.Info()
 		sessions[info.ID] = map[string]any{
-			"kernel_name": kernelName,
+			"kernel_name": kernelNameOf(sess.Language),
 			"last_used":   float64(info.LastUsed.UnixMilli()) / 1000,
 			"age_seconds": int(time.Since(info.Created).Seconds()),
 			"busy":        info.Busy,
@@ -99,18 +93,21 @@ func (s *Server) jupyterSessions(w http.ResponseWriter, r *http.Request, sb *san
 
 // DELETE /v1/jupyter/sessions/{session_id}
 func (s *Server) jupyterDeleteSession(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) error {
-	id := r.PathValue("session_id")
-	if err := sb.EndSession(kernel.Python, id); err != nil {
+	sess, err := jupyterSession(r, sb)
+	if err != nil {
 		return err
 	}
-	return ok(w, map[string]any{"session_id": id, "deleted": true})
+	if err := sb.EndSession(sess.Language, sess.ID); err != nil {
+		return err
+	}
+	return ok(w, map[string]any{"session_id": sess.ID, "deleted": true})
 }
 
 // DELETE /v1/jupyter/sessions: ends every Python session.
 func (s *Server) jupyterDeleteSessions(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) error {
 	n := 0
-	for _, sess := range sb.Sessions(kernel.Python) {
-		if sb.EndSession(kernel.Python, sess.ID) == nil {
+	for _, sess := range sb.Sessions("") {
+		if isJupyter(sess.Language) && sb.EndSession(sess.Language, sess.ID) == nil {
 			n++
 		}
 	}
@@ -120,15 +117,29 @@ func (s *Server) jupyterDeleteSessions(w http.ResponseWriter, r *http.Request, s
 // GET /v1/jupyter/info: JupyterInfoResponse.
 func (s *Server) jupyterInfo(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) error {
 	rt := s.runtime.of(kernel.Python)
+	_, backend := s.python(r.Context())
+	kernels := []map[string]any{{"name": pythonKernel, "display_name": "Python 3 (IPython)", "language": "python", "backend": backend}}
+	specs := s.cfg.Manager.Config().Sandbox.KernelSpecs
+	for _, name := range s.kernelNames()[1:] {
+		ks := specs[name]
+		kernels = append(kernels, map[string]any{"name": name, "display_name": ks.DisplayName, "language": ks.Language, "backend": BackendKernel})
+	}
+	active := 0
+	for _, sess := range sb.Sessions("") {
+		if isJupyter(sess.Language) {
+			active++
+		}
+	}
 	return ok(w, map[string]any{
-		"default_kernel":          kernelName,
-		"available_kernels":       []string{kernelName},
-		"active_sessions":         len(sb.Sessions(kernel.Python)),
+		"default_kernel":          pythonKernel,
+		"available_kernels":       s.kernelNames(),
+		"kernels":                 kernels,
+		"active_sessions":         active,
 		"session_timeout_seconds": int(s.cfg.Manager.Config().SessionIdle / time.Second),
 		"max_sessions":            s.maxSessions(),
 		"description":             "IPython " + cmp.Or(rt.Packages["IPython"], "?") + " on Python " + rt.Version + ", in a jail per session",
-		"kernel_detection":        "codecell's own IPython kernel driver",
-		"backend":                 backendOf(kernel.Python),
+		"kernel_detection":        "python3: codecell's own IPython driver (or ipykernel with the kernel backend); others: Jupyter kernelspecs (kernel.json) in the Jupyter data directories",
+		"backend":                 backend,
 	})
 }
 

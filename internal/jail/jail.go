@@ -41,6 +41,9 @@ import (
 const (
 	HomeDir = "/home/user"
 	TmpDir  = "/tmp"
+	// RunDir is where Spec.Run is bound: a directory of one kernel's own
+	// (its Jupyter sockets), seen by no other jail.
+	RunDir = "/run/kernel"
 	// UID and GID are the ids user code sees inside the jail. On the host the
 	// same processes run as the sandbox's own uid (Spec.HostUID).
 	UID = 1000
@@ -76,6 +79,9 @@ type Spec struct {
 	// Home and Tmp are host directories, owned by HostUID, bound read-write
 	// at HomeDir and TmpDir. Both are required.
 	Home, Tmp string
+	// Run, if set, is a host directory owned by HostUID, bound read-write
+	// at RunDir.
+	Run string
 	// Cwd is the working directory inside the jail; empty means HomeDir.
 	Cwd string
 	// HostUID and HostGID identify the sandbox on the host. They must not be
@@ -217,6 +223,11 @@ func Start(ctx context.Context, c Config, spec Spec) (*Process, error) {
 		"--size", strconv.FormatInt(shm, 10), "--perms", "1777", "--tmpfs", "/dev/shm",
 		"--bind", spec.Home, HomeDir,
 		"--bind", spec.Tmp, TmpDir,
+	)
+	if spec.Run != "" {
+		args = append(args, "--bind", spec.Run, RunDir)
+	}
+	args = append(args,
 		// Everything but the binds stays read-only: without this, the root
 		// tmpfs bwrap builds belongs to the sandbox user, who could create
 		// /etc/ld.so.preload or fill memory outside the disk quota.

@@ -54,6 +54,46 @@ const (
 	JavaScript Language = "javascript"
 )
 
+// Jupyter is the language of the kernels of a Jupyter kernelspec
+// ("jupyter:ir"): sessions and runs are keyed by it like by a language.
+func Jupyter(kernelspec string) Language { return Language("jupyter:" + kernelspec) }
+
+// Remote is the language of kernelspec's kernels on the remote Jupyter
+// server ("remote:python3").
+func Remote(kernelspec string) Language { return Language("remote:" + kernelspec) }
+
+// Kernelspec returns the kernelspec of a Jupyter or Remote language, and
+// whether the kernel is remote.
+func (l Language) Kernelspec() (name string, remote, ok bool) {
+	if name, ok := strings.CutPrefix(string(l), "jupyter:"); ok {
+		return name, false, true
+	}
+	if name, ok := strings.CutPrefix(string(l), "remote:"); ok {
+		return name, true, true
+	}
+	return "", false, false
+}
+
+// Interpreter is a running kernel of any backend: a native driver
+// (*Kernel) or a Jupyter kernel (*JupyterKernel).
+type Interpreter interface {
+	Do(ctx context.Context, req Request) (*Result, error)
+	Execute(ctx context.Context, code string, timeout time.Duration) (*Result, error)
+	Complete(ctx context.Context, code string, cursorPos int) (*Completion, error)
+	Inspect(ctx context.Context, code string, cursorPos, detail int) (*Inspection, error)
+	Interrupt() error
+	Alive() bool
+	Pid() int
+	Renice(nice int)
+	Stop()
+	Close() error
+}
+
+var (
+	_ Interpreter = (*Kernel)(nil)
+	_ Interpreter = (*JupyterKernel)(nil)
+)
+
 // ParseLanguage accepts the names clients use for the two languages.
 func ParseLanguage(s string) (Language, error) {
 	switch strings.ToLower(s) {
@@ -77,6 +117,8 @@ var (
 	ErrDead    = errors.New("kernel is not running")
 	ErrBusy    = errors.New("kernel is busy with another cell")
 	ErrStartup = errors.New("kernel failed to start")
+	// ErrUnsupported is a request the kernel's language cannot honour.
+	ErrUnsupported = errors.New("not supported by this kernel")
 )
 
 // Status of an executed cell.
@@ -401,7 +443,7 @@ func (k *Kernel) Do(ctx context.Context, req Request) (*Result, error) {
 		k.cell = ""
 		k.imu.Unlock()
 	}()
-	m := k.startMeter()
+	m := startMeter(k.pid, k.cfg.Spec.Cgroup)
 	res := newResult(k.cfg.maxOutput())
 	res.onOutput = req.OnOutput
 	if timeout <= 0 {

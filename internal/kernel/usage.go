@@ -2,6 +2,8 @@ package kernel
 
 import (
 	"os"
+
+	"github.com/codecell/codecell/internal/cgroup"
 	"strconv"
 	"strings"
 	"time"
@@ -49,19 +51,19 @@ func cpuTime(pid int) time.Duration {
 	return time.Duration(ticks) * clockTick
 }
 
-// meter measures one cell.
+// meter measures one cell of the kernel pid, whose processes are in cg.
 type meter struct {
-	k     *Kernel
-	pid   int
+	cg    *cgroup.Group // nil: memory is not measured
+	pid   int           // 0: CPU time is not measured
 	cpu0  time.Duration
 	start time.Time
 }
 
-func (k *Kernel) startMeter() meter {
-	if g := k.cfg.Spec.Cgroup; g != nil {
-		g.ResetMemoryPeak()
+func startMeter(pid int, cg *cgroup.Group) meter {
+	if cg != nil {
+		cg.ResetMemoryPeak()
 	}
-	return meter{k: k, pid: k.pid, cpu0: cpuTime(k.pid), start: time.Now()}
+	return meter{cg: cg, pid: pid, cpu0: cpuTime(pid), start: time.Now()}
 }
 
 func (m meter) stop() Usage {
@@ -69,8 +71,8 @@ func (m meter) stop() Usage {
 	if cpu := cpuTime(m.pid); cpu >= m.cpu0 {
 		u.CPUTime = cpu - m.cpu0
 	}
-	if g := m.k.cfg.Spec.Cgroup; g != nil {
-		u.PeakMemoryBytes, _ = g.MemoryPeak()
+	if m.cg != nil {
+		u.PeakMemoryBytes, _ = m.cg.MemoryPeak()
 	}
 	return u
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/codecell/codecell/internal/cgroup"
 	"github.com/codecell/codecell/internal/files"
 	"github.com/codecell/codecell/internal/jail"
+	"github.com/codecell/codecell/internal/jupyter"
 	"github.com/codecell/codecell/internal/kernel"
 	"github.com/codecell/codecell/internal/quota"
 )
@@ -91,6 +92,13 @@ type Config struct {
 	// zygote) or PythonSpawn (a new interpreter in a new jail per kernel).
 	// Unsafe mode, and a host without cgroups, always spawn.
 	PythonMode string
+	// KernelSpecs are the Jupyter kernels sessions may ask for by name
+	// (kernel.Jupyter(name)); they run in jails like every kernel.
+	KernelSpecs map[string]jupyter.KernelSpec
+	// Remote, if set, is a Jupyter server whose kernels sessions may ask
+	// for (kernel.Remote(name)). Its kernels run there, not in a jail of
+	// this server's, and do not see the sandbox's files.
+	Remote *jupyter.Server
 }
 
 // Options are what differs between sandboxes.
@@ -368,9 +376,10 @@ func (s *Sandbox) Cgroup() *cgroup.Group { return s.cg }
 
 // Kernel is a kernel of the sandbox with the cgroup it runs in.
 type Kernel struct {
-	*kernel.Kernel
+	kernel.Interpreter
 	cg      *cgroup.Group
 	release func() // of the zygote, once; nil unless forked
+	run     string // the kernel's run directory, removed with it
 }
 
 // Cgroup is the kernel's own group, a child of the sandbox's.
@@ -378,9 +387,12 @@ func (k *Kernel) Cgroup() *cgroup.Group { return k.cg }
 
 // Close ends the kernel and removes its cgroup.
 func (k *Kernel) Close() error {
-	err := k.Kernel.Close()
+	err := k.Interpreter.Close()
 	if k.cg != nil {
 		err = errors.Join(err, k.cg.Remove())
+	}
+	if k.run != "" {
+		err = errors.Join(err, os.RemoveAll(k.run))
 	}
 	if k.release != nil {
 		k.release()
@@ -396,6 +408,12 @@ func (s *Sandbox) StartKernel(ctx context.Context, lang kernel.Language) (*Kerne
 // startKernel starts a kernel that imports preload before it is ready, at
 // CPU priority nice.
 func (s *Sandbox) startKernel(ctx context.Context, lang kernel.Language, preload []string, nice int) (*Kernel, error) {
+	if name, remote, ok := lang.Kernelspec(); ok {
+		if remote {
+			return s.startRemote(ctx, name)
+		}
+		return s.startJupyter(ctx, name, nice)
+	}
 	spec := s.jailSpec(nil, nice)
 	var cg *cgroup.Group
 	if s.cg != nil {
@@ -437,7 +455,58 @@ func (s *Sandbox) startKernel(ctx context.Context, lang kernel.Language, preload
 		}
 		return nil, err
 	}
-	return &Kernel{Kernel: k, cg: cg, release: release}, nil
+	return &Kernel{Interpreter: k, cg: cg, release: release}, nil
+}
+
+// startJupyter starts a kernel of the kernelspec name in a jail, with a run
+// directory of its own for its sockets.
+func (s *Sandbox) startJupyter(ctx context.Context, name string, nice int) (*Kernel, error) {
+	ks, ok := s.cfg.KernelSpecs[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: no Jupyter kernel %q", ErrNoKernel, name)
+	}
+	n := strconv.FormatInt(s.seq.Add(1), 10)
+	spec := s.jailSpec(nil, nice)
+	spec.Run = filepath.Join(s.dir, "run", "k"+n)
+	if err := os.MkdirAll(filepath.Dir(spec.Run), 0o711); err != nil {
+		return nil, fmt.Errorf("sandbox %s: run directory: %w", s.id, err)
+	}
+	if err := os.Mkdir(spec.Run, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox %s: run directory: %w", s.id, err)
+	}
+	k := &Kernel{run: spec.Run}
+	if err := os.Chown(spec.Run, s.uid, s.uid); err != nil {
+		k.Close()
+		return nil, fmt.Errorf("sandbox %s: run directory: %w", s.id, err)
+	}
+	if s.cg != nil {
+		cg, err := s.cg.Child("k" + n)
+		if err != nil {
+			k.Close()
+			return nil, fmt.Errorf("sandbox %s: kernel cgroup: %w", s.id, err)
+		}
+		spec.Cgroup, k.cg = cg, cg
+	}
+	jk, err := kernel.StartJupyter(ctx, kernel.JupyterConfig{KernelSpec: ks, Jail: s.cfg.Jail, Spec: spec, MaxOutputBytes: s.limits.OutputBytes})
+	if err != nil {
+		k.Close()
+		return nil, err
+	}
+	k.Interpreter = jk
+	return k, nil
+}
+
+// startRemote starts a kernel of the kernelspec name on the remote Jupyter
+// server.
+func (s *Sandbox) startRemote(ctx context.Context, name string) (*Kernel, error) {
+	if s.cfg.Remote == nil {
+		return nil, fmt.Errorf("%w: no remote Jupyter server", ErrNoKernel)
+	}
+	jk, err := kernel.ConnectRemote(ctx, s.cfg.Remote, name, s.limits.OutputBytes)
+	if err != nil {
+		return nil, err
+	}
+	return &Kernel{Interpreter: jk}, nil
 }
 
 // Run executes code once in a fresh kernel that is destroyed afterwards,

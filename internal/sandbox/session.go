@@ -21,6 +21,7 @@ var (
 	ErrNoSession = errors.New("session not found")
 	ErrCapacity  = errors.New("capacity reached")
 	ErrInvalidID = errors.New("invalid id")
+	ErrNoKernel  = errors.New("no such kernel")
 )
 
 // A Session is a named kernel that keeps state across executions. Its id is
