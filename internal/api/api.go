@@ -51,7 +51,7 @@ type Config struct {
 	Runtimes *doctor.Runtimes
 	// CodeBackend is BackendAuto (""), BackendNative or BackendKernel.
 	CodeBackend string
-	Logger   *slog.Logger
+	Logger      *slog.Logger
 }
 
 // Server is the HTTP API.

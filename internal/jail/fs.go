@@ -41,7 +41,7 @@ var etcFiles = []string{
 	"/etc/mime.types",
 	"/etc/matplotlibrc", // Debian's matplotlib reads its defaults here
 	"/etc/fonts",
-	"/etc/R", // R_HOME/etc links here: Renviron, ldpaths, Rprofile.site
+	"/etc/R",            // R_HOME/etc links here: Renviron, ldpaths, Rprofile.site
 	"/etc/alternatives", // /usr/bin links to runtimes go through it
 	"/etc/ssl/certs",
 	"/etc/ca-certificates.conf",
