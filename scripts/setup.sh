@@ -25,6 +25,9 @@ packages=(bubblewrap e2fsprogs util-linux ca-certificates)
 # The Python data-analysis set, from Debian (the sandbox runs /usr/bin/python3).
 packages+=(python3 python3-ipython python3-ipykernel python3-matplotlib-inline
   python3-numpy python3-pandas python3-matplotlib python3-scipy python3-openpyxl)
+# Jupyter kernels besides Python: R through IRkernel. jupyter_client is the
+# benchmark's baseline; jupyter-server is the remote endpoint of the tests.
+packages+=(r-cran-irkernel python3-jupyter-client python3-jupyter-server)
 # shellcheck disable=SC2206
 packages+=(${CODECELL_EXTRA_PACKAGES:-})
 if ! command -v node >/dev/null || [ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -lt 18 ]; then

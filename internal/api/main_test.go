@@ -19,6 +19,7 @@ import (
 	"github.com/codecell/codecell/internal/cgroup"
 	"github.com/codecell/codecell/internal/doctor"
 	"github.com/codecell/codecell/internal/jail"
+	"github.com/codecell/codecell/internal/jupyter"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -41,6 +42,8 @@ type serverOpts struct {
 	python      string
 	maxBody     int64
 	bodyTimeout time.Duration
+	backend     string          // api.Config.CodeBackend
+	remote      *jupyter.Server // sandbox.Config.Remote
 }
 
 func newServer(t testing.TB, o serverOpts) *testServer {
@@ -64,7 +67,10 @@ func newServer(t testing.TB, o serverOpts) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	specs, _ := jupyter.FindKernelSpecs(jupyter.DataDirs())
 	cfg := sandbox.Config{
+		KernelSpecs:  specs,
+		Remote:       o.remote,
 		PythonMode:   mode,
 		DataDir:      filepath.Join(dir, "data"),
 		Cgroups:      host,
@@ -75,7 +81,7 @@ func newServer(t testing.TB, o serverOpts) *testServer {
 	}
 	mgr := sandbox.NewManager(sandbox.ManagerConfig{Sandbox: cfg, MaxSandboxes: 5})
 	rt := doctor.ProbeRuntimes(cfg)
-	h := api.New(api.Config{Manager: mgr, APIKey: o.key, MaxBodyBytes: o.maxBody, BodyTimeout: o.bodyTimeout, Version: "test",
+	h := api.New(api.Config{Manager: mgr, APIKey: o.key, MaxBodyBytes: o.maxBody, BodyTimeout: o.bodyTimeout, Version: "test", CodeBackend: o.backend,
 		Layers: doctor.Prerequisites(cfg, rt), Runtimes: &rt})
 	ts := &testServer{Server: httptest.NewServer(h), mgr: mgr, key: o.key, dir: dir}
 	t.Cleanup(func() {
