@@ -10,7 +10,9 @@
 // KernelSpec with a connection file it wrote, then dials it.
 //
 // Everything a kernel sends is untrusted: code running in the kernel can
-// write arbitrary bytes to its own sockets. So frames and messages are
-// bounded in size (MaxMessageSize), badly signed messages are dropped, and no
-// reply is trusted beyond the request it answers.
+// write arbitrary bytes to its own sockets, and it can read the signing key.
+// Signatures keep other local processes from injecting messages; against the
+// kernel itself, frames and messages are bounded in size (MaxMessageSize),
+// malformed messages are dropped, and no reply is trusted beyond the request
+// it answers.
 package jupyter

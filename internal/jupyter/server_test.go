@@ -112,7 +112,10 @@ func TestServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.Connect(ctx, id)
+	// The connection outlives the context it was made with.
+	connectCtx, cancelConnect := context.WithCancel(ctx)
+	c, err := s.Connect(connectCtx, id)
+	cancelConnect()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,8 +78,9 @@ func dialChannel(ctx context.Context, info ConnectionInfo, ch Channel, typ zmq4.
 			break
 		}
 		// A kernel that is still starting has not created its socket or
-		// bound its port yet; anything else will not fix itself.
-		if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED) {
+		// bound its port yet (or another process briefly held the port);
+		// anything else will not fix itself.
+		if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ECONNRESET) {
 			return nil, fmt.Errorf("connecting %s: %w", ch, err)
 		}
 		select {
