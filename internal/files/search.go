@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/codecell/codecell/internal/jail"
@@ -572,4 +573,37 @@ func (f *FS) isRegular(l loc) bool {
 	defer r.Close()
 	fi, err := r.Stat(l.rel)
 	return err == nil && fi.Mode().IsRegular()
+}
+
+// Changed lists the regular files under home and /tmp modified at or after
+// since, newest first, visiting at most maxEntries entries in all (0 means
+// 10,000): what code wrote during an execution. Hidden directories are
+// skipped (caches such as ~/.cache and ~/.ipython are not results).
+func (f *FS) Changed(ctx context.Context, since time.Time, maxEntries int) (changed []FileInfo, truncated bool, err error) {
+	if maxEntries <= 0 {
+		maxEntries = 10_000
+	}
+	// File times come from the kernel's coarse clock, up to a tick behind.
+	since = since.Add(-10 * time.Millisecond)
+	for _, dir := range []string{jail.HomeDir, jail.TmpDir} {
+		l, err := f.resolve("changed", dir)
+		if err != nil {
+			return nil, false, err
+		}
+		cut, err := f.walk(ctx, l, 0, maxEntries, func(e *entry) error {
+			if strings.HasPrefix(e.name, ".") && e.info.IsDir() {
+				return fs.SkipDir
+			}
+			if e.info.Mode().IsRegular() && !e.info.ModTime().Before(since) {
+				changed = append(changed, newFileInfo(e.loc.path, e.info))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, false, f.fail("changed", l, err)
+		}
+		truncated = truncated || cut
+	}
+	slices.SortFunc(changed, func(a, b FileInfo) int { return b.ModTime.Compare(a.ModTime) })
+	return changed, truncated, nil
 }
