@@ -113,7 +113,7 @@ func TestBadRequests(t *testing.T) {
 		{"not JSON", "POST", "/v2/code/execute", "{language: python", 422, "body"},
 		{"JSON array", "POST", "/v2/code/execute", "[1]", 422, "body"},
 		{"no body", "POST", "/v2/code/execute", nil, 422, "body"},
-		{"unknown kernel", "POST", "/v1/jupyter/execute", map[string]any{"code": "1", "kernel_name": "ir"}, 422, "kernel_name"},
+		{"unknown kernel", "POST", "/v1/jupyter/execute", map[string]any{"code": "1", "kernel_name": "cobol"}, 422, "kernel_name"},
 		{"bad session id", "POST", "/v2/code/execute", map[string]any{"language": "python", "code": "1", "session_id": "../x"}, 422, ""},
 		{"body too large", "POST", "/v2/code/execute", map[string]any{"language": "python", "code": strings.Repeat("#", 2<<10)}, 413, ""},
 		{"unknown session", "GET", "/v2/code/sessions/nope", nil, 404, ""},
@@ -266,7 +266,7 @@ func TestSessionRoutes(t *testing.T) {
 		t.Errorf("code info: %v", langs)
 	}
 	caps := ts.must(t, 200, "GET", "/v1/capabilities", nil).data()
-	if caps["code_interpreter"].(map[string]any)["backend"] != "kernel" || caps["isolation"].(map[string]any)["seccomp"] == nil {
+	if caps["code_interpreter"].(map[string]any)["backend"] != "native" || caps["isolation"].(map[string]any)["seccomp"] == nil {
 		t.Errorf("capabilities: %v", caps)
 	}
 	v2 := ts.must(t, 200, "GET", "/v2/sandbox", nil).data()

@@ -25,8 +25,18 @@ import (
 
 func TestMain(m *testing.M) {
 	jail.RunHelperIfRequested()
-	os.Exit(m.Run())
+	code := m.Run()
+	// Each test process has its own cgroup parent, so that two runs at once
+	// cannot kill each other's kernels; it goes when the process ends.
+	if host, err := cgroup.Detect(); err == nil {
+		if g, err := host.Create(cgroupParent, cgroup.Limits{}); err == nil {
+			g.Remove()
+		}
+	}
+	os.Exit(code)
 }
+
+var cgroupParent = fmt.Sprintf("%s-%d", "codecell-apitest", os.Getpid())
 
 // testServer is a real API server on loopback, with real jails.
 type testServer struct {
@@ -74,7 +84,7 @@ func newServer(t testing.TB, o serverOpts) *testServer {
 		PythonMode:   mode,
 		DataDir:      filepath.Join(dir, "data"),
 		Cgroups:      host,
-		CgroupParent: "codecell-apitest",
+		CgroupParent: cgroupParent,
 		MaxSessions:  o.maxSessions,
 		Python:       o.python,
 		Limits:       sandbox.Limits{MemoryBytes: 2 << 30, Pids: 512, DiskBytes: 64 << 20},

@@ -20,8 +20,18 @@ import (
 // The test binary doubles as the jail helper, as codecell's main does.
 func TestMain(m *testing.M) {
 	jail.RunHelperIfRequested()
-	os.Exit(m.Run())
+	code := m.Run()
+	// Each test process has its own cgroup parent, so that two runs at once
+	// cannot kill each other's kernels; it goes when the process ends.
+	if host, err := cgroup.Detect(); err == nil {
+		if g, err := host.Create(cgroupParent, cgroup.Limits{}); err == nil {
+			g.Remove()
+		}
+	}
+	os.Exit(code)
 }
+
+var cgroupParent = fmt.Sprintf("%s-%d", "codecell-test", os.Getpid())
 
 // requireJail skips only where the host truly cannot jail: these tests need
 // root (own uids, cgroups, loop mounts) and bubblewrap. CI runs as root.
@@ -59,7 +69,7 @@ func testConfig(t testing.TB) sandbox.Config {
 		PythonMode:   mode,
 		DataDir:      filepath.Join(dir, "data"),
 		Cgroups:      host,
-		CgroupParent: "codecell-test",
+		CgroupParent: cgroupParent,
 		Limits: sandbox.Limits{
 			MemoryBytes:    512 << 20,
 			Pids:           128,
