@@ -10,7 +10,11 @@ build:
 setup:
 	scripts/setup.sh
 
+# The official TypeScript MCP SDK, which the MCP tests drive codecell with.
+MCPCLIENT := cmd/codecell/testdata/mcpclient
+
 test: setup
+	cd $(MCPCLIENT) && npm ci --no-audit --no-fund --loglevel=error
 	@test -z "$$($(GOFMT) -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; $(GOFMT) -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...

@@ -13,10 +13,18 @@ require github.com/moby/sys/mountinfo v0.7.3
 require (
 	github.com/coder/websocket v1.8.15
 	github.com/go-zeromq/zmq4 v0.17.0
+	github.com/modelcontextprotocol/go-sdk v1.8.0
+	golang.org/x/image v0.28.0
 )
 
 require (
 	github.com/go-zeromq/goczmq/v4 v4.2.2 // indirect
-	golang.org/x/sync v0.15.0 // indirect
+	github.com/google/jsonschema-go v0.4.3 // indirect
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
+	golang.org/x/oauth2 v0.35.0 // indirect
+	golang.org/x/sync v0.20.0 // indirect
 	golang.org/x/text v0.26.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
 )

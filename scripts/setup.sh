@@ -33,6 +33,11 @@ packages+=(${CODECELL_EXTRA_PACKAGES:-})
 if ! command -v node >/dev/null || [ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -lt 18 ]; then
   packages+=(nodejs)
 fi
+# npm installs the TypeScript MCP SDK the tests drive codecell with
+# (Debian's nodejs comes without it; NodeSource's includes it).
+if ! command -v npm >/dev/null; then
+  packages+=(npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

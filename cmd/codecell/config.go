@@ -13,6 +13,7 @@ import (
 	"github.com/codecell/codecell/internal/cgroup"
 	"github.com/codecell/codecell/internal/jail"
 	"github.com/codecell/codecell/internal/jupyter"
+	"github.com/codecell/codecell/internal/llm"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -132,4 +133,25 @@ func parseSize(orig string) (int64, error) {
 		return 0, fmt.Errorf("invalid size %q: use a number with an optional K, M, G or T suffix", orig)
 	}
 	return int64(n * float64(mult)), nil
+}
+
+// renderFlags bound results shaped for a language model (MCP tools and
+// output_format "llm").
+type renderFlags struct {
+	chars, edge int
+	imageBytes  string
+}
+
+func (r *renderFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&r.chars, "llm-max-chars", envInt("CODECELL_LLM_MAX_CHARS", 20000), "characters of text in a result for a model; the rest is cut from the middle with a marker (CODECELL_LLM_MAX_CHARS)")
+	fs.IntVar(&r.edge, "llm-max-image-edge", envInt("CODECELL_LLM_MAX_IMAGE_EDGE", 1024), "longest side of an image in a result for a model, in pixels (CODECELL_LLM_MAX_IMAGE_EDGE)")
+	fs.StringVar(&r.imageBytes, "llm-max-image-bytes", env("CODECELL_LLM_MAX_IMAGE_BYTES", "400K"), "largest image in a result for a model (CODECELL_LLM_MAX_IMAGE_BYTES)")
+}
+
+func (r *renderFlags) options() (llm.Options, error) {
+	n, err := parseSize(r.imageBytes)
+	if err != nil {
+		return llm.Options{}, fmt.Errorf("--llm-max-image-bytes: %w", err)
+	}
+	return llm.Options{MaxChars: r.chars, MaxImageEdge: r.edge, MaxImageBytes: int(n)}, nil
 }

@@ -25,6 +25,12 @@ func TestPackageGraph(t *testing.T) {
 		"internal/quota":   {"internal/jail", "internal/kernel", "internal/sandbox", "internal/cgroup"},
 		"internal/kernel":  {"internal/sandbox", "internal/doctor", "internal/quota"},
 		"internal/sandbox": {"internal/doctor"},
+		// Rendering for models knows kernel results and nothing else.
+		"internal/llm": {"internal/sandbox", "internal/api", "internal/mcp", "internal/files", "internal/doctor"},
+		// The MCP server works on sandboxes, not through the HTTP API.
+		"internal/mcp": {"internal/api"},
+		// The public client speaks HTTP only.
+		"client": {"internal/sandbox", "internal/kernel", "internal/jail", "internal/api", "internal/files"},
 		// The Jupyter protocol is a leaf: it knows nothing of jails or kernels.
 		"internal/jupyter": {"internal/jail", "internal/kernel", "internal/sandbox", "internal/cgroup", "internal/seccomp", "internal/quota", "internal/files", "internal/api", "internal/doctor"},
 	}

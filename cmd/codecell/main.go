@@ -17,7 +17,9 @@ const usage = `codecell runs untrusted Python and JavaScript in Linux sandboxes.
 
 Usage:
   codecell serve [flags]        serve the HTTP API (AIO Sandbox compatible)
-  codecell run [flags] FILE|-   run code once in a fresh sandbox
+  codecell run [flags] FILE|-   run code once in a fresh sandbox (or on a server: --server URL)
+  codecell files put|get|ls     move files in and out of a server's sandbox
+  codecell mcp [flags]          serve the Model Context Protocol on stdin and stdout
   codecell doctor [flags]       check every isolation layer and the runtimes
   codecell bench [flags]        measure latency, memory and throughput against baselines
   codecell version              print the version
@@ -44,6 +46,10 @@ func main() {
 		err = serveCmd(ctx, args)
 	case "run":
 		err = runCmd(ctx, args)
+	case "files":
+		err = filesCmd(ctx, args)
+	case "mcp":
+		err = mcpCmd(ctx, args)
 	case "doctor":
 		err = doctorCmd(ctx, args)
 	case "bench":

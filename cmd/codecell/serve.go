@@ -16,6 +16,7 @@ import (
 	"github.com/codecell/codecell/internal/doctor"
 	"github.com/codecell/codecell/internal/jupyter"
 	"github.com/codecell/codecell/internal/kernel"
+	"github.com/codecell/codecell/internal/mcp"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -43,6 +44,8 @@ func serveCmd(ctx context.Context, args []string) error {
 		"URL of a remote Jupyter server whose kernels run Python when it is reachable; its code runs there, without the sandbox's jail or files (CODECELL_JUPYTER_ENDPOINT or AIO_JUPYTER_ENDPOINT)")
 	endpointToken := fs.String("jupyter-token", cmp.Or(os.Getenv("CODECELL_JUPYTER_TOKEN"), os.Getenv("AIO_JUPYTER_TOKEN"), os.Getenv("JUPYTER_TOKEN")),
 		"token of the remote Jupyter server (CODECELL_JUPYTER_TOKEN, AIO_JUPYTER_TOKEN or JUPYTER_TOKEN)")
+	var rf renderFlags
+	rf.register(fs)
 	logFormat := fs.String("log-format", env("CODECELL_LOG_FORMAT", "text"), "text or json (CODECELL_LOG_FORMAT)")
 	fs.Parse(args)
 
@@ -71,6 +74,10 @@ func serveCmd(ctx context.Context, args []string) error {
 			return fmt.Errorf("--jupyter-endpoint: %w", err)
 		}
 	}
+	render, err := rf.options()
+	if err != nil {
+		return err
+	}
 	cfg.MaxSessions = *maxSessions
 	cfg.Prewarm = map[kernel.Language]int{kernel.Python: *prewarmPy, kernel.JavaScript: *prewarmJS}
 	cfg.Limits.DefaultTimeout = *defTimeout
@@ -93,6 +100,8 @@ func serveCmd(ctx context.Context, args []string) error {
 		Layers:         layers,
 		Runtimes:       &runtimes,
 		CodeBackend:    codeBackend,
+		Render:         render,
+		MCP:            mcp.Handler(mcp.Config{Manager: mgr, Version: version, Render: render, Runtimes: &runtimes, Logger: log}),
 		Logger:         log,
 	})
 	ln, err := net.Listen("tcp", *addr)

@@ -28,6 +28,7 @@ import (
 	"github.com/codecell/codecell/internal/doctor"
 	"github.com/codecell/codecell/internal/files"
 	"github.com/codecell/codecell/internal/kernel"
+	"github.com/codecell/codecell/internal/llm"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -51,7 +52,11 @@ type Config struct {
 	Runtimes *doctor.Runtimes
 	// CodeBackend is BackendAuto (""), BackendNative or BackendKernel.
 	CodeBackend string
-	Logger      *slog.Logger
+	// Render bounds results asked for with output_format "llm".
+	Render llm.Options
+	// MCP, if set, is served at /mcp (behind the API key like every route).
+	MCP    http.Handler
+	Logger *slog.Logger
 }
 
 // Server is the HTTP API.

@@ -31,12 +31,16 @@ func (s *Server) codeExecute(w http.ResponseWriter, r *http.Request, sb *sandbox
 		Stateful  *bool    `json:"stateful"`
 		SessionID *string  `json:"session_id"`
 		Stream    *bool    `json:"stream"`
+		Format    *string  `json:"output_format"`
 	}
 	if err := decode(r, &body); err != nil {
 		return err
 	}
 	req, err := s.codeRequest(body.Language, body.Code, body.Timeout, body.SessionID)
 	if err != nil {
+		return err
+	}
+	if req.llm, err = outputFormat(body.Format); err != nil {
 		return err
 	}
 	req.cwd = deref(body.Cwd)

@@ -73,29 +73,21 @@ func (b *assistBody) check() (code string, pos int, err error) {
 
 // POST .../complete {code, cursor_pos}: Jupyter's complete_reply.
 func (s *Server) complete(find sessionFinder) sandboxHandler {
-	return func(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) error {
-		var body assistBody
-		if err := decode(r, &body); err != nil {
-			return err
-		}
-		code, pos, err := body.check()
-		if err != nil {
-			return err
-		}
-		sess, err := find(r, sb)
-		if err != nil {
-			return err
-		}
-		c, err := sess.Complete(r.Context(), code, pos)
-		if err != nil {
-			return err
-		}
-		return ok(w, c)
-	}
+	return assistHandler(find, func(r *http.Request, sess *sandbox.Session, code string, pos, _ int) (any, error) {
+		return sess.Complete(r.Context(), code, pos)
+	})
 }
 
 // POST .../inspect {code, cursor_pos, detail_level}: Jupyter's inspect_reply.
 func (s *Server) inspect(find sessionFinder) sandboxHandler {
+	return assistHandler(find, func(r *http.Request, sess *sandbox.Session, code string, pos, detail int) (any, error) {
+		return sess.Inspect(r.Context(), code, pos, detail)
+	})
+}
+
+// assistHandler decodes and checks an assistBody, finds the session and
+// replies with what ask returns.
+func assistHandler(find sessionFinder, ask func(r *http.Request, sess *sandbox.Session, code string, pos, detail int) (any, error)) sandboxHandler {
 	return func(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) error {
 		var body assistBody
 		if err := decode(r, &body); err != nil {
@@ -109,10 +101,10 @@ func (s *Server) inspect(find sessionFinder) sandboxHandler {
 		if err != nil {
 			return err
 		}
-		in, err := sess.Inspect(r.Context(), code, pos, deref(body.DetailLevel))
+		reply, err := ask(r, sess, code, pos, deref(body.DetailLevel))
 		if err != nil {
 			return err
 		}
-		return ok(w, in)
+		return ok(w, reply)
 	}
 }

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codecell/codecell/internal/files"
 	"github.com/codecell/codecell/internal/jail"
 	"github.com/codecell/codecell/internal/kernel"
+	"github.com/codecell/codecell/internal/llm"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -25,6 +27,7 @@ type execRequest struct {
 	stdin     string
 	files     map[string]string // written into cwd before the run
 	onOutput  func(kernel.Output)
+	llm       bool // reply shaped for a language model (output_format "llm")
 }
 
 // execOutcome is what every execute route replies from.
@@ -32,6 +35,7 @@ type execOutcome struct {
 	*kernel.Result
 	sessionID *string // nil for a one-shot run
 	restarted bool
+	written   []files.FileInfo // what the code wrote; only with execRequest.llm
 }
 
 // execute runs a request in sb: in its session if it names one (created on
@@ -47,23 +51,67 @@ func (s *Server) execute(ctx context.Context, sb *sandbox.Sandbox, req execReque
 		}
 	}
 	kreq := kernel.Request{Code: req.code, Timeout: req.timeout, Cwd: req.cwd, Stdin: req.stdin, OnOutput: req.onOutput}
+	start := time.Now()
+	var o *execOutcome
 	if req.sessionID == "" && !req.stateful {
 		res, err := sb.RunRequest(ctx, req.lang, kreq)
 		if err != nil {
 			return nil, err
 		}
-		return &execOutcome{Result: res}, nil
+		o = &execOutcome{Result: res}
+	} else {
+		sess, _, err := sb.OpenSession(req.lang, req.sessionID, true)
+		if err != nil {
+			return nil, err
+		}
+		res, err := sess.Execute(ctx, kreq)
+		if err != nil {
+			return nil, err
+		}
+		id := sess.ID
+		o = &execOutcome{Result: res.Result, sessionID: &id, restarted: res.Restarted}
 	}
-	sess, _, err := sb.OpenSession(req.lang, req.sessionID, true)
-	if err != nil {
-		return nil, err
+	if req.llm {
+		o.written, _, _ = sb.Files().Changed(ctx, start, 0)
 	}
-	res, err := sess.Execute(ctx, kreq)
-	if err != nil {
-		return nil, err
+	return o, nil
+}
+
+// outputFormat reads output_format: "json" (the default) or "llm".
+func outputFormat(v *string) (bool, error) {
+	switch deref(v) {
+	case "", "json":
+		return false, nil
+	case "llm":
+		return true, nil
 	}
-	id := sess.ID
-	return &execOutcome{Result: res.Result, sessionID: &id, restarted: res.Restarted}, nil
+	return false, invalid("output_format", fmt.Sprintf("unknown output format %q: use json or llm", *v), "value_error")
+}
+
+// llmData replaces a reply's outputs with their rendering for a language
+// model: text and downscaled images, a summary, the files written.
+func (s *Server) llmData(o *execOutcome, data map[string]any) map[string]any {
+	written := make([]llm.File, len(o.written))
+	for i, f := range o.written {
+		written[i] = llm.File{Path: f.Path, Size: f.Size, Modified: f.ModTime}
+	}
+	r := llm.Render(o.Result, written, s.cfg.Render)
+	outs := make([]map[string]any, 0, len(r.Blocks))
+	for _, b := range r.Blocks {
+		if b.Kind == "image" {
+			outs = append(outs, map[string]any{"output_type": "image", "mime_type": b.MIME, "data": b.Data, "width": b.Width, "height": b.Height})
+		} else {
+			outs = append(outs, map[string]any{"output_type": "text", "text": b.Text})
+		}
+	}
+	for _, raw := range []string{"stdout", "stderr", "traceback"} {
+		delete(data, raw) // in the text already, cut to fit
+	}
+	data["outputs"] = outs
+	data["summary"] = r.Summary
+	data["cut"] = r.Cut
+	data["files_written"] = written
+	return data
 }
 
 func cwdOr(cwd string) string {

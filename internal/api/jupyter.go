@@ -19,6 +19,7 @@ func (s *Server) jupyterExecute(w http.ResponseWriter, r *http.Request, sb *sand
 		SessionID  *string  `json:"session_id"`
 		Cwd        *string  `json:"cwd"`
 		Stream     *bool    `json:"stream"`
+		Format     *string  `json:"output_format"`
 	}
 	if err := decode(r, &body); err != nil {
 		return err
@@ -35,6 +36,9 @@ func (s *Server) jupyterExecute(w http.ResponseWriter, r *http.Request, sb *sand
 		return err
 	}
 	req := execRequest{lang: lang, code: *body.Code, timeout: t, sessionID: deref(body.SessionID), cwd: deref(body.Cwd)}
+	if req.llm, err = outputFormat(body.Format); err != nil {
+		return err
+	}
 	return s.run(w, r, sb, req, wantsStream(r, body.Stream), true, func(o *execOutcome) map[string]any {
 		data := o.common()
 		data["kernel_name"] = kernelNameOf(lang)

@@ -21,6 +21,7 @@ func (s *Server) nodeExecute(w http.ResponseWriter, r *http.Request, sb *sandbox
 		Cwd       *string           `json:"cwd"`
 		Version   *string           `json:"version"`
 		Stream    *bool             `json:"stream"`
+		Format    *string           `json:"output_format"`
 	}
 	if err := decode(r, &body); err != nil {
 		return err
@@ -34,6 +35,9 @@ func (s *Server) nodeExecute(w http.ResponseWriter, r *http.Request, sb *sandbox
 	}
 	req := execRequest{lang: kernel.JavaScript, code: *body.Code, timeout: t, sessionID: deref(body.SessionID),
 		stateful: deref(body.Stateful), cwd: deref(body.Cwd), stdin: deref(body.Stdin), files: body.Files}
+	if req.llm, err = outputFormat(body.Format); err != nil {
+		return err
+	}
 	return s.run(w, r, sb, req, wantsStream(r, body.Stream), true, func(o *execOutcome) map[string]any {
 		data := o.common()
 		data["language"] = kernel.JavaScript

@@ -58,6 +58,7 @@ var (
 	timeout      = numT("seconds; default 30, at most the server's maximum (900)")
 	assistSchema = obj("code*", strT(""), "cursor_pos", intT("in code points; default: the end of code"),
 		"detail_level", intT("inspect only: 0 (summary) or 1 (with source)"))
+	formatT = schema{"type": "string", "enum": []string{"json", "llm"}, "description": "llm: outputs rendered for a language model (tables as text, images downscaled, long text cut in the middle with a marker), plus summary and files_written"}
 	streamT = boolT("reply with Server-Sent Events (also chosen by Accept: text/event-stream): an `output` event per output as it is produced, then `done` with the envelope the JSON reply would have; an `error` event if the execution could not be completed")
 	mapT    = func(doc string) schema {
 		return schema{"type": "object", "additionalProperties": schema{"type": "string"}, "description": doc}
@@ -85,10 +86,10 @@ func (s *Server) table() []route {
 
 		{pattern: "POST /v1/code/execute", summary: "Execute Python or JavaScript (CodeExecuteRequest)", sb: s.codeExecuteV1,
 			body: obj("language*", langT, "code*", strT(""), "timeout", timeout, "cwd", strT("working directory"),
-				"stateful", boolT("keep state in a session (one is made up if session_id is absent)"), "session_id", strT(""), "stream", streamT)},
+				"stateful", boolT("keep state in a session (one is made up if session_id is absent)"), "session_id", strT(""), "stream", streamT, "output_format", formatT)},
 		{pattern: "GET /v1/code/info", summary: "Runtimes, versions, timeouts (CodeInfoResponse)", sb: s.codeInfo},
 		{pattern: "POST /v2/code/execute", summary: "Execute; an unknown session_id is created on first use", sb: s.codeExecuteV2,
-			body: obj("language*", langT, "code*", strT(""), "session_id", strT(""), "timeout", timeout, "cwd", strT(""), "stream", streamT)},
+			body: obj("language*", langT, "code*", strT(""), "session_id", strT(""), "timeout", timeout, "cwd", strT(""), "stream", streamT, "output_format", formatT)},
 		{pattern: "GET /v2/code/sessions", summary: "List sessions", sb: s.codeSessions,
 			query: []param{{"language", "string", "python or javascript", false}}},
 		{pattern: "POST /v2/code/sessions", summary: "Create a session and start its kernel", sb: s.codeCreateSession,
@@ -108,7 +109,7 @@ func (s *Server) table() []route {
 			body: assistSchema, query: []param{{"language", "string", "python or javascript (default: Python, then JavaScript)", false}}},
 
 		{pattern: "POST /v1/jupyter/execute", summary: "Execute Python in a kernel (JupyterExecuteRequest)", sb: s.jupyterExecute,
-			body: obj("code*", strT(""), "timeout", timeout, "kernel_name", strT("python3"), "session_id", strT(""), "cwd", strT(""), "stream", streamT)},
+			body: obj("code*", strT(""), "timeout", timeout, "kernel_name", strT("python3"), "session_id", strT(""), "cwd", strT(""), "stream", streamT, "output_format", formatT)},
 		{pattern: "POST /v1/jupyter/sessions/create", summary: "Create a Python session", sb: s.jupyterCreateSession,
 			body: obj("session_id", strT(""), "kernel_name", strT("python3"), "cwd", strT(""))},
 		{pattern: "GET /v1/jupyter/sessions", summary: "List Python sessions", sb: s.jupyterSessions},
@@ -122,7 +123,7 @@ func (s *Server) table() []route {
 
 		{pattern: "POST /v1/nodejs/execute", summary: "Execute JavaScript (NodeJSExecuteRequest)", sb: s.nodeExecute,
 			body: obj("code*", strT(""), "timeout", timeout, "stdin", strT(""), "files", mapT("name → content, written into cwd first"),
-				"stateful", boolT(""), "session_id", strT(""), "cwd", strT(""), "version", strT("ignored: one Node.js"), "stream", streamT)},
+				"stateful", boolT(""), "session_id", strT(""), "cwd", strT(""), "version", strT("ignored: one Node.js"), "stream", streamT, "output_format", formatT)},
 		{pattern: "POST /v1/nodejs/sessions", summary: "Create a JavaScript session", sb: s.nodeCreateSession,
 			body: obj("session_id", strT(""), "cwd", strT(""), "max_idle_time", intT("seconds"))},
 		{pattern: "GET /v1/nodejs/sessions", summary: "List JavaScript sessions", sb: s.nodeSessions},
@@ -143,5 +144,8 @@ func (s *Server) routes() {
 		} else {
 			s.handleServer(r.pattern, r.srv)
 		}
+	}
+	if s.cfg.MCP != nil {
+		s.mux.Handle("/mcp", s.cfg.MCP) // MCP's streamable HTTP: its own protocol, not in /openapi.json
 	}
 }

@@ -41,6 +41,10 @@ const keepAlive = 15 * time.Second
 // with an "error" event. A client that goes away mid-stream does not stop
 // the execution: it completes or times out as configured.
 func (s *Server) run(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox, req execRequest, stream, v1 bool, data func(*execOutcome) map[string]any) error {
+	if req.llm {
+		plain := data
+		data = func(o *execOutcome) map[string]any { return s.llmData(o, plain(o)) }
+	}
 	if !stream {
 		o, err := s.execute(r.Context(), sb, req)
 		if err != nil {

@@ -172,3 +172,49 @@ func TestStreamEarlyErrorsKeepStatus(t *testing.T) {
 		t.Errorf("stream false: content type %q", ct)
 	}
 }
+
+// TestOutputFormatLLM: output_format "llm" shapes a reply for a model:
+// tables as text, images downscaled, long text cut in the middle with a
+// marker, a summary, and the files the code wrote.
+func TestOutputFormatLLM(t *testing.T) {
+	ts := newServer(t, serverOpts{})
+	r := ts.must(t, 200, "POST", "/v2/code/execute", map[string]any{"language": "python", "output_format": "llm", "code": `
+import pandas as pd, matplotlib.pyplot as plt
+print('\x1b[31mred\x1b[0m ' + 'y' * 50000)
+plt.figure(figsize=(20, 16), dpi=100); plt.plot([1, 2]); plt.savefig('big.png'); plt.show()
+pd.DataFrame({'a': range(500), 'b': range(500)})`})
+	d := r.data()
+	summary, _ := d["summary"].(string)
+	var text strings.Builder
+	var images []map[string]any
+	for _, o := range d["outputs"].([]any) {
+		o := o.(map[string]any)
+		switch o["output_type"] {
+		case "text":
+			text.WriteString(o["text"].(string))
+		case "image":
+			images = append(images, o)
+		}
+	}
+	switch {
+	case !strings.Contains(summary, "500×2") || !strings.Contains(summary, "big.png"):
+		t.Errorf("summary %q lacks the table's size or the file written", summary)
+	case strings.Contains(text.String(), "\x1b[") || !strings.Contains(text.String(), "red y"):
+		t.Errorf("ANSI codes kept: %.200q", text.String())
+	case !strings.Contains(text.String(), "cut from the middle") || text.Len() > 21000:
+		t.Errorf("long stdout not cut to the budget: %d characters", text.Len())
+	case !strings.Contains(text.String(), "| a ") && !strings.Contains(text.String(), "|   | a"):
+		t.Errorf("table not rendered as Markdown: %.500s", text.String())
+	case strings.Contains(text.String(), "<table"):
+		t.Error("raw HTML in the rendering")
+	case len(images) != 1 || images[0]["width"].(float64) > 1024 || images[0]["height"].(float64) > 1024:
+		t.Errorf("images %v, want one within 1024 px", len(images))
+	}
+	if d["stdout"] != nil {
+		t.Error("the raw stdout is repeated next to the rendering")
+	}
+	if files, _ := d["files_written"].([]any); len(files) != 1 {
+		t.Errorf("files_written = %v", d["files_written"])
+	}
+	ts.must(t, 422, "POST", "/v2/code/execute", map[string]any{"language": "python", "code": "1", "output_format": "yaml"})
+}

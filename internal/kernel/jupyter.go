@@ -435,10 +435,7 @@ func (k *JupyterKernel) Pid() int {
 // Renice sets the kernel's CPU priority (local kernels).
 func (k *JupyterKernel) Renice(nice int) {
 	if h, ok := k.host.(*localHost); ok {
-		if g := h.spec.Cgroup; g != nil {
-			pids, _ := g.Pids()
-			jail.Renice(pids, nice)
-		}
+		renice(h.spec.Cgroup, nice)
 	}
 }
 
@@ -480,12 +477,7 @@ func (h *localHost) oomKills() int64 {
 	return n
 }
 
-func (h *localHost) kill() {
-	h.proc.Kill()
-	if g := h.spec.Cgroup; g != nil {
-		g.Kill()
-	}
-}
+func (h *localHost) kill() { killTree(h.proc, h.spec.Cgroup) }
 
 // remoteHost is a kernel of a remote Jupyter server.
 type remoteHost struct {

@@ -42,6 +42,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/codecell/codecell/internal/cgroup"
 	"github.com/codecell/codecell/internal/jail"
 )
 
@@ -540,17 +541,21 @@ var (
 )
 
 // kill ends the jail, then whatever might be left in its cgroup.
-func (k *Kernel) kill() {
-	k.proc.Kill()
-	if g := k.cfg.Spec.Cgroup; g != nil {
-		g.Kill()
+func (k *Kernel) kill() { killTree(k.proc, k.cfg.Spec.Cgroup) }
+
+func killTree(p process, cg *cgroup.Group) {
+	p.Kill()
+	if cg != nil {
+		cg.Kill()
 	}
 }
 
 // Renice sets the CPU priority of every process and thread of the kernel.
-func (k *Kernel) Renice(nice int) {
-	if g := k.cfg.Spec.Cgroup; g != nil {
-		pids, _ := g.Pids()
+func (k *Kernel) Renice(nice int) { renice(k.cfg.Spec.Cgroup, nice) }
+
+func renice(cg *cgroup.Group, nice int) {
+	if cg != nil {
+		pids, _ := cg.Pids()
 		jail.Renice(pids, nice)
 	}
 }
