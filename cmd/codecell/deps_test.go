@@ -31,6 +31,9 @@ func TestPackageGraph(t *testing.T) {
 		"internal/mcp": {"internal/api"},
 		// The public client speaks HTTP only.
 		"client": {"internal/sandbox", "internal/kernel", "internal/jail", "internal/api", "internal/files"},
+		// Metrics and the audit log are leaves: the server feeds them.
+		"internal/metrics": {"internal/sandbox", "internal/kernel", "internal/api"},
+		"internal/audit":   {"internal/sandbox", "internal/kernel", "internal/api"},
 		// The Jupyter protocol is a leaf: it knows nothing of jails or kernels.
 		"internal/jupyter": {"internal/jail", "internal/kernel", "internal/sandbox", "internal/cgroup", "internal/seccomp", "internal/quota", "internal/files", "internal/api", "internal/doctor"},
 	}

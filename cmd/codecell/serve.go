@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/codecell/codecell/internal/api"
+	"github.com/codecell/codecell/internal/audit"
 	"github.com/codecell/codecell/internal/doctor"
 	"github.com/codecell/codecell/internal/jupyter"
 	"github.com/codecell/codecell/internal/kernel"
 	"github.com/codecell/codecell/internal/mcp"
+	"github.com/codecell/codecell/internal/metrics"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -44,6 +46,9 @@ func serveCmd(ctx context.Context, args []string) error {
 		"URL of a remote Jupyter server whose kernels run Python when it is reachable; its code runs there, without the sandbox's jail or files (CODECELL_JUPYTER_ENDPOINT or AIO_JUPYTER_ENDPOINT)")
 	endpointToken := fs.String("jupyter-token", cmp.Or(os.Getenv("CODECELL_JUPYTER_TOKEN"), os.Getenv("AIO_JUPYTER_TOKEN"), os.Getenv("JUPYTER_TOKEN")),
 		"token of the remote Jupyter server (CODECELL_JUPYTER_TOKEN, AIO_JUPYTER_TOKEN or JUPYTER_TOKEN)")
+	auditPath := fs.String("audit-log", env("CODECELL_AUDIT_LOG", ""), "append a JSON line per execution to this file, rotated by size (CODECELL_AUDIT_LOG)")
+	auditCode := fs.Bool("audit-code", envBool("CODECELL_AUDIT_CODE"), "write the code's text to the audit log, not only its sha256 (CODECELL_AUDIT_CODE)")
+	auditSize := fs.Int("audit-max-size", envInt("CODECELL_AUDIT_MAX_SIZE", 100), "rotate the audit log at this many MB (CODECELL_AUDIT_MAX_SIZE)")
 	var rf renderFlags
 	rf.register(fs)
 	logFormat := fs.String("log-format", env("CODECELL_LOG_FORMAT", "text"), "text or json (CODECELL_LOG_FORMAT)")
@@ -78,6 +83,13 @@ func serveCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var auditLog *audit.Log
+	if *auditPath != "" {
+		if auditLog, err = audit.Open(audit.Config{Path: *auditPath, MaxSizeMB: *auditSize, FullCode: *auditCode}); err != nil {
+			return err
+		}
+		defer auditLog.Close()
+	}
 	cfg.MaxSessions = *maxSessions
 	cfg.Prewarm = map[kernel.Language]int{kernel.Python: *prewarmPy, kernel.JavaScript: *prewarmJS}
 	cfg.Limits.DefaultTimeout = *defTimeout
@@ -101,6 +113,8 @@ func serveCmd(ctx context.Context, args []string) error {
 		Runtimes:       &runtimes,
 		CodeBackend:    codeBackend,
 		Render:         render,
+		Metrics:        metrics.New(metricSources(mgr)),
+		Audit:          auditLog,
 		MCP:            mcp.Handler(mcp.Config{Manager: mgr, Version: version, Render: render, Runtimes: &runtimes, Logger: log}),
 		Logger:         log,
 	})

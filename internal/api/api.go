@@ -14,7 +14,9 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,13 +24,16 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/codecell/codecell/internal/audit"
 	"github.com/codecell/codecell/internal/doctor"
 	"github.com/codecell/codecell/internal/files"
 	"github.com/codecell/codecell/internal/kernel"
 	"github.com/codecell/codecell/internal/llm"
+	"github.com/codecell/codecell/internal/metrics"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -55,7 +60,11 @@ type Config struct {
 	// Render bounds results asked for with output_format "llm".
 	Render llm.Options
 	// MCP, if set, is served at /mcp (behind the API key like every route).
-	MCP    http.Handler
+	MCP http.Handler
+	// Metrics, if set, are recorded and served at /metrics.
+	Metrics *metrics.Metrics
+	// Audit, if set, gets a line per execution.
+	Audit  *audit.Log
 	Logger *slog.Logger
 }
 
@@ -120,8 +129,22 @@ func (s *Server) handleServer(pattern string, h func(w http.ResponseWriter, r *h
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
+	// A request id from the client (or a proxy) is kept; else one is made.
+	id := r.Header.Get("X-Request-Id")
+	if id == "" || len(id) > 128 {
+		id = newRequestID()
+	}
+	sw.Header().Set("X-Request-Id", id)
 	defer func() {
-		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", time.Since(start))
+		route := cmp.Or(r.Pattern, "unmatched")
+		status := cmp.Or(sw.status, http.StatusOK)
+		d := time.Since(start)
+		s.log.Info("request", "id", id, "method", r.Method, "path", r.URL.Path, "route", route,
+			"status", status, "bytes", sw.bytes, "duration", d)
+		if m := s.cfg.Metrics; m != nil {
+			m.HTTPRequests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+			m.HTTPSeconds.WithLabelValues(route).Observe(d.Seconds())
+		}
 	}()
 	if r.URL.Path != "/health" && !s.authorized(r) {
 		writeError(sw, http.StatusUnauthorized, "missing or wrong API key: send it as `Authorization: Bearer KEY` or `X-API-Key: KEY`")
@@ -186,6 +209,13 @@ func (s *Server) authorized(r *http.Request) bool {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	bytes  int64
+}
+
+func newRequestID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -199,7 +229,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -53,25 +53,29 @@ func (s *Server) execute(ctx context.Context, sb *sandbox.Sandbox, req execReque
 	kreq := kernel.Request{Code: req.code, Timeout: req.timeout, Cwd: req.cwd, Stdin: req.stdin, OnOutput: req.onOutput}
 	start := time.Now()
 	var o *execOutcome
+	var queueWait time.Duration
+	var err error
+	defer func() { s.observe(sb, req, o, err, start, queueWait) }()
 	if req.sessionID == "" && !req.stateful {
-		res, err := sb.RunRequest(ctx, req.lang, kreq)
-		if err != nil {
+		var res *kernel.Result
+		if res, err = sb.RunRequest(ctx, req.lang, kreq); err != nil {
 			return nil, err
 		}
 		o = &execOutcome{Result: res}
 	} else {
-		sess, _, err := sb.OpenSession(req.lang, req.sessionID, true)
-		if err != nil {
+		var sess *sandbox.Session
+		if sess, _, err = sb.OpenSession(req.lang, req.sessionID, true); err != nil {
 			return nil, err
 		}
-		res, err := sess.Execute(ctx, kreq)
-		if err != nil {
+		var res *sandbox.Result
+		if res, err = sess.Execute(ctx, kreq); err != nil {
 			return nil, err
 		}
 		id := sess.ID
 		o = &execOutcome{Result: res.Result, sessionID: &id, restarted: res.Restarted}
+		queueWait = res.QueueWait
 	}
-	if req.llm {
+	if req.llm || s.cfg.Audit != nil {
 		o.written, _, _ = sb.Files().Changed(ctx, start, 0)
 	}
 	return o, nil

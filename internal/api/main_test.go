@@ -16,10 +16,12 @@ import (
 	"time"
 
 	"github.com/codecell/codecell/internal/api"
+	"github.com/codecell/codecell/internal/audit"
 	"github.com/codecell/codecell/internal/cgroup"
 	"github.com/codecell/codecell/internal/doctor"
 	"github.com/codecell/codecell/internal/jail"
 	"github.com/codecell/codecell/internal/jupyter"
+	"github.com/codecell/codecell/internal/metrics"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -54,6 +56,8 @@ type serverOpts struct {
 	bodyTimeout time.Duration
 	backend     string          // api.Config.CodeBackend
 	remote      *jupyter.Server // sandbox.Config.Remote
+	metrics     bool
+	audit       *audit.Log
 }
 
 func newServer(t testing.TB, o serverOpts) *testServer {
@@ -91,7 +95,12 @@ func newServer(t testing.TB, o serverOpts) *testServer {
 	}
 	mgr := sandbox.NewManager(sandbox.ManagerConfig{Sandbox: cfg, MaxSandboxes: 5})
 	rt := doctor.ProbeRuntimes(cfg)
+	var m *metrics.Metrics
+	if o.metrics {
+		m = metrics.New(metrics.Sources{Sandboxes: func() int { return len(mgr.List()) }})
+	}
 	h := api.New(api.Config{Manager: mgr, APIKey: o.key, MaxBodyBytes: o.maxBody, BodyTimeout: o.bodyTimeout, Version: "test", CodeBackend: o.backend,
+		Metrics: m, Audit: o.audit,
 		Layers: doctor.Prerequisites(cfg, rt), Runtimes: &rt})
 	ts := &testServer{Server: httptest.NewServer(h), mgr: mgr, key: o.key, dir: dir}
 	t.Cleanup(func() {

@@ -145,6 +145,9 @@ func (s *Server) routes() {
 			s.handleServer(r.pattern, r.srv)
 		}
 	}
+	if s.cfg.Metrics != nil {
+		s.mux.Handle("GET /metrics", s.cfg.Metrics.Handler()) // Prometheus text format, not in /openapi.json
+	}
 	if s.cfg.MCP != nil {
 		s.mux.Handle("/mcp", s.cfg.MCP) // MCP's streamable HTTP: its own protocol, not in /openapi.json
 	}

@@ -75,14 +75,18 @@ type Result struct {
 	// killed at its timeout, ran out of memory, or crashed): the session
 	// starts a fresh kernel on its next execution, and its state is lost.
 	Restarted bool
+	// QueueWait is how long the execution waited behind earlier ones.
+	QueueWait time.Duration
 }
 
 // Execute runs a cell in the session, starting its kernel if needed.
 func (s *Session) Execute(ctx context.Context, req kernel.Request) (*Result, error) {
+	queued := time.Now()
 	if err := s.queue.Lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.queue.Unlock()
+	wait := time.Since(queued)
 	k, err := s.kernel(ctx)
 	if err != nil {
 		return nil, err
@@ -98,7 +102,7 @@ func (s *Session) Execute(ctx context.Context, req kernel.Request) (*Result, err
 		s.drop(k)
 		return nil, err
 	}
-	out := &Result{Result: res}
+	out := &Result{Result: res, QueueWait: wait}
 	if res.Died {
 		s.drop(k)
 		out.Restarted = true

@@ -144,6 +144,9 @@ def drain_fds():
 
 
 def _pump_fds():
+    # SIGINT must reach the main thread: one taken by this thread would
+    # only be noticed once the cell's blocking call (a sleep) returns.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     while True:
         select.select([OUT_FD, ERR_FD], [], [])
         drain_fds()
