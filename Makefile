@@ -19,3 +19,6 @@ test: setup
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 	CODECELL_TEST_PYTHON_MODE=spawn $(GO) test -count=1 -timeout 30m ./internal/sandbox/ ./internal/api/
+	# Short fuzz runs of request decoding and of the file plane's paths.
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./internal/api/
+	$(GO) test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime 30s ./internal/files/

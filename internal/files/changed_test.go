@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -46,4 +47,16 @@ func TestChanged(t *testing.T) {
 	if _, cut, _ := e.fs.Changed(context.Background(), since, 2); !cut {
 		t.Error("a walk over its entry limit is not reported as truncated")
 	}
+}
+
+// TestDeepPathRefused: a path deeper than maxPathDepth is refused before
+// any work (creating its parents would cost time quadratic in its depth).
+func TestDeepPathRefused(t *testing.T) {
+	e := newEnv(t)
+	deep := "/home/user/" + strings.Repeat("a/", maxPathDepth) + "f"
+	_, err := e.fs.Write(context.Background(), deep, strings.NewReader("x"), WriteOptions{MkdirAll: true})
+	wantErr(t, err, ErrInvalidPath)
+	ok := "/home/user/" + strings.Repeat("a/", maxPathDepth-3) + "f"
+	_, err = e.fs.Write(context.Background(), ok, strings.NewReader("x"), WriteOptions{MkdirAll: true})
+	must(t, err)
 }

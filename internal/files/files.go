@@ -136,6 +136,11 @@ func New(c Config) (*FS, error) {
 // maxPathLen is PATH_MAX: longer paths cannot name anything.
 const maxPathLen = 4096
 
+// maxPathDepth bounds a path's components: creating parents looks each
+// prefix up again, so the cost grows with the square of the depth (a
+// 2,000-level path took 20 s of CPU); no real file is this deep.
+const maxPathDepth = 256
+
 // loc is a path resolved to one of the sandbox's directories.
 type loc struct {
 	dir  string // host directory: Config.Home or Config.Tmp
@@ -162,7 +167,7 @@ func CodePath(p string) string {
 // lexical: p only ever reaches the kernel through an os.Root for loc.dir.
 func (f *FS) resolve(op, p string) (loc, error) {
 	switch {
-	case p == "", len(p) > maxPathLen, strings.IndexByte(p, 0) >= 0, !utf8.ValidString(p):
+	case p == "", len(p) > maxPathLen, strings.IndexByte(p, 0) >= 0, !utf8.ValidString(p), strings.Count(p, "/") > maxPathDepth:
 		return loc{}, &Error{Op: op, Path: p, Err: ErrInvalidPath}
 	}
 	clean := CodePath(p)
