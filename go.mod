@@ -15,6 +15,7 @@ require (
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/prometheus/client_golang v1.25.0
+	go.etcd.io/bbolt v1.5.0
 	golang.org/x/image v0.28.0
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1
 )

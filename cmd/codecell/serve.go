@@ -118,8 +118,15 @@ func serveCmd(ctx context.Context, args []string) error {
 		MCP:            mcp.Handler(mcp.Config{Manager: mgr, Version: version, Render: render, Runtimes: &runtimes, Logger: log}),
 		Logger:         log,
 	})
+	// Re-open the sandboxes of the previous run (after a shutdown or a
+	// crash) before anyone can ask for them; fails if another server has
+	// this data directory.
+	if err := mgr.Restore(ctx); err != nil {
+		return fmt.Errorf("restoring sandboxes: %w", err)
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
+		mgr.Shutdown(context.Background())
 		return err
 	}
 	srv := &http.Server{

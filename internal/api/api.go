@@ -334,7 +334,7 @@ func statusOf(err error) int {
 		return http.StatusForbidden
 	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, sandbox.ErrNoSession), errors.Is(err, os.ErrNotExist):
 		return http.StatusNotFound
-	case errors.Is(err, sandbox.ErrExists), errors.Is(err, os.ErrExist):
+	case errors.Is(err, sandbox.ErrExists), errors.Is(err, os.ErrExist), errors.Is(err, sandbox.ErrSessionLost):
 		return http.StatusConflict
 	case errors.Is(err, sandbox.ErrCapacity), errors.Is(err, kernel.ErrBusy):
 		return http.StatusTooManyRequests

@@ -3,13 +3,19 @@ package sandbox
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/codecell/codecell/internal/kernel"
+	"github.com/codecell/codecell/internal/store"
 )
 
 // Errors about sandboxes.
@@ -42,6 +48,7 @@ type Manager struct {
 	mu        sync.Mutex
 	sandboxes map[string]*Sandbox // nil value: being created
 	closed    bool
+	db        *store.DB // set by Restore; nil: nothing is recorded
 }
 
 // NewManager returns a manager with no sandboxes.
@@ -78,6 +85,18 @@ func (m *Manager) Create(ctx context.Context, opt Options) (*Sandbox, error) {
 	m.mu.Unlock()
 
 	sb, err := Create(ctx, m.cfg.Sandbox, opt)
+	if err == nil {
+		m.mu.Lock()
+		db := m.db
+		m.mu.Unlock()
+		if db != nil {
+			sb.db = db
+			if err = db.Put(store.Sandboxes, sb.id, recordOf(sb)); err != nil {
+				err = fmt.Errorf("sandbox %s: recording it: %w", sb.id, err)
+				sb.Destroy(context.WithoutCancel(ctx))
+			}
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err != nil {
@@ -168,6 +187,7 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
 	err := sb.Destroy(ctx)
+	err = errors.Join(err, m.forget(id))
 	m.mu.Lock()
 	delete(m.sandboxes, id)
 	m.mu.Unlock()
@@ -204,7 +224,8 @@ func (m *Manager) reap(ctx context.Context) {
 }
 
 // Shutdown ends every session and process, removes every cgroup and
-// unmounts every sandbox disk. Sandboxes' files stay on disk.
+// unmounts every sandbox disk. Sandboxes' files stay on disk, and their
+// records in the store, which it closes.
 func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	m.closed = true
@@ -218,5 +239,217 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		delete(m.sandboxes, sb.id)
 		m.mu.Unlock()
 	}
+	m.mu.Lock()
+	db := m.db
+	m.db = nil
+	m.mu.Unlock()
+	if db != nil {
+		if err := db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the store: %w", err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// Persistence. With a store (see Restore), the manager records every
+// sandbox it makes (id, uid, limits, labels, TTL, creation and expiry) and
+// every session (sandbox, language, id, creation, last use), and forgets
+// them when they are deleted or reaped. Shutdown and a crash keep them: the
+// next server re-opens the sandboxes and lists their sessions as lost.
+
+// sandboxRecord is a sandbox in the store, under its id.
+type sandboxRecord struct {
+	ID        string            `json:"id"`
+	UID       int               `json:"uid"`
+	Limits    Limits            `json:"limits"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	TTL       time.Duration     `json:"ttl,omitempty"`
+	Created   time.Time         `json:"created"`
+	ExpiresAt time.Time         `json:"expires_at,omitzero"`
+}
+
+// sessionRecord is a session in the store, under sessionKeyOf.
+type sessionRecord struct {
+	Sandbox  string          `json:"sandbox"`
+	Language kernel.Language `json:"language"`
+	ID       string          `json:"id"`
+	Created  time.Time       `json:"created"`
+	LastUsed time.Time       `json:"last_used"`
+	Cwd      string          `json:"cwd,omitempty"`
+	MaxIdle  time.Duration   `json:"max_idle,omitempty"`
+}
+
+func sessionKeyOf(sandbox string, lang kernel.Language, id string) string {
+	return sandbox + "/" + string(lang) + "/" + id
+}
+
+// saveInterval is how stale a session's recorded last use may get before an
+// execution records it again: idle limits are minutes, and a write costs an
+// fsync.
+const saveInterval = 10 * time.Second
+
+// saveSession records sess unless it was ended; with force, even if its
+// recorded last use is recent.
+func (s *Sandbox) saveSession(sess *Session, force bool) {
+	if s.db == nil {
+		return
+	}
+	s.dbMu.Lock()
+	defer s.dbMu.Unlock()
+	sess.mu.Lock()
+	if sess.closed || (!force && sess.lastUsed.Sub(sess.saved) < saveInterval) {
+		sess.mu.Unlock()
+		return
+	}
+	rec := sessionRecord{Sandbox: s.id, Language: sess.Language, ID: sess.ID, Created: sess.Created,
+		LastUsed: sess.lastUsed, Cwd: sess.cwd, MaxIdle: sess.maxIdle}
+	sess.saved = sess.lastUsed
+	sess.mu.Unlock()
+	if err := s.db.Put(store.Sessions, sessionKeyOf(s.id, rec.Language, rec.ID), rec); err != nil {
+		slog.Error("recording a session", "sandbox", s.id, "session", rec.ID, "err", err)
+	}
+}
+
+// forgetSession removes a session's record.
+func (s *Sandbox) forgetSession(lang kernel.Language, id string) {
+	if s.db == nil {
+		return
+	}
+	s.dbMu.Lock()
+	defer s.dbMu.Unlock()
+	if err := s.db.Delete(store.Sessions, sessionKeyOf(s.id, lang, id)); err != nil {
+		slog.Error("forgetting a session", "sandbox", s.id, "session", id, "err", err)
+	}
+}
+
+func recordOf(sb *Sandbox) sandboxRecord {
+	return sandboxRecord{ID: sb.id, UID: sb.uid, Limits: sb.limits, Labels: sb.labels, TTL: sb.ttl,
+		Created: sb.created, ExpiresAt: sb.ExpiresAt()}
+}
+
+// forget removes the records of sandbox id and of its sessions.
+func (m *Manager) forget(id string) error {
+	if m.db == nil {
+		return nil
+	}
+	return errors.Join(m.db.Delete(store.Sandboxes, id), m.db.DeletePrefix(store.Sessions, id+"/"))
+}
+
+// Restore opens the store in the data directory (failing after a few
+// seconds, with store.ErrLocked, if another server has it) and re-opens
+// every sandbox recorded there, as a previous server left it at shutdown
+// or at a crash: its files, with leftover processes killed, the leftover
+// cgroup replaced and a leftover mount reused (see Create). Sandboxes whose
+// TTL ended meanwhile are removed. Their sessions are listed as lost. From
+// then on the manager records what it makes; call Restore before serving.
+// A sandbox that cannot be re-opened is logged and kept in the store for
+// the next start.
+func (m *Manager) Restore(ctx context.Context) error {
+	if m.cfg.Sandbox.DataDir == "" {
+		return errors.New("sandbox: no data directory configured")
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	if m.db != nil {
+		m.mu.Unlock()
+		return errors.New("sandbox: Restore called twice")
+	}
+	m.mu.Unlock()
+	// Like sandbox directories, the data directory must be traversable.
+	if err := os.MkdirAll(m.cfg.Sandbox.DataDir, 0o711); err != nil {
+		return err
+	}
+	db, err := store.Open(filepath.Join(m.cfg.Sandbox.DataDir, store.FileName), 3*time.Second)
+	if err != nil {
+		return err
+	}
+	entries, err := db.List(store.Sandboxes, "")
+	if err != nil {
+		db.Close()
+		return err
+	}
+	m.mu.Lock()
+	m.db = db
+	m.mu.Unlock()
+	live := map[string]bool{}
+	for _, e := range entries {
+		var rec sandboxRecord
+		if err := json.Unmarshal(e.Value, &rec); err != nil || rec.ID != e.Key {
+			m.log.Error("unreadable sandbox record, dropped", "key", e.Key, "err", err)
+			db.Delete(store.Sandboxes, e.Key)
+			continue
+		}
+		if err := m.restore(ctx, rec); err != nil {
+			m.log.Error("re-opening a sandbox", "sandbox", rec.ID, "err", err)
+			live[rec.ID] = true // kept for the next start, with its sessions
+			continue
+		}
+		if _, err := m.Get(rec.ID); err == nil {
+			live[rec.ID] = true
+		}
+	}
+	// Sessions of sandboxes that are gone.
+	sessions, err := db.List(store.Sessions, "")
+	if err != nil {
+		return err
+	}
+	for _, e := range sessions {
+		if id, _, _ := strings.Cut(e.Key, "/"); !live[id] {
+			db.Delete(store.Sessions, e.Key)
+		}
+	}
+	return nil
+}
+
+// restore re-opens one recorded sandbox, or removes it if it expired.
+func (m *Manager) restore(ctx context.Context, rec sandboxRecord) error {
+	m.mu.Lock()
+	if m.hasLocked(rec.ID) {
+		m.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrExists, rec.ID)
+	}
+	m.sandboxes[rec.ID] = nil
+	m.mu.Unlock()
+	sb, err := Create(ctx, m.cfg.Sandbox, Options{ID: rec.ID, UID: rec.UID, Limits: rec.Limits, Labels: rec.Labels, TTL: rec.TTL})
+	if err != nil {
+		m.mu.Lock()
+		delete(m.sandboxes, rec.ID)
+		m.mu.Unlock()
+		return err
+	}
+	if !rec.Created.IsZero() && !rec.Created.Equal(sb.created) {
+		sb.created = rec.Created // the store is the record of the TTL
+		sb.writeMeta()
+	}
+	if exp := sb.ExpiresAt(); !exp.IsZero() && time.Now().After(exp) {
+		m.log.Info("sandbox expired while the server was down", "sandbox", rec.ID, "ttl", rec.TTL)
+		err := sb.Destroy(ctx)
+		m.mu.Lock()
+		delete(m.sandboxes, rec.ID)
+		m.mu.Unlock()
+		return errors.Join(err, m.forget(rec.ID))
+	}
+	sessions, err := m.db.List(store.Sessions, rec.ID+"/")
+	if err != nil {
+		m.log.Error("reading a sandbox's sessions", "sandbox", rec.ID, "err", err)
+	}
+	sb.sessions.m = map[sessionKey]*Session{}
+	for _, e := range sessions {
+		var sr sessionRecord
+		if err := json.Unmarshal(e.Value, &sr); err != nil || sr.Sandbox != rec.ID || !validID.MatchString(sr.ID) {
+			m.db.Delete(store.Sessions, e.Key)
+			continue
+		}
+		sb.sessions.m[sessionKey{sr.Language, sr.ID}] = &Session{ID: sr.ID, Language: sr.Language, Created: sr.Created, sb: sb,
+			lastUsed: sr.LastUsed, saved: sr.LastUsed, cwd: sr.Cwd, maxIdle: sr.MaxIdle, lost: true}
+	}
+	sb.db = m.db
+	m.mu.Lock()
+	m.sandboxes[rec.ID] = sb
+	m.mu.Unlock()
+	m.log.Info("sandbox restored", "sandbox", rec.ID, "sessions", len(sb.sessions.m))
+	return nil
 }

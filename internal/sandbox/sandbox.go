@@ -27,6 +27,7 @@ import (
 	"github.com/codecell/codecell/internal/jupyter"
 	"github.com/codecell/codecell/internal/kernel"
 	"github.com/codecell/codecell/internal/quota"
+	"github.com/codecell/codecell/internal/store"
 )
 
 // Limits bound one sandbox. Zero fields take the defaults in DefaultLimits.
@@ -138,6 +139,11 @@ type Sandbox struct {
 	pools    map[poolKey]*pool // fixed after Create
 	zyg      *zygote           // fork mode only; fixed after Create
 	closing  sync.WaitGroup    // kernels being cleaned up after a run
+
+	// db, if set (by the Manager, before the sandbox is handed out),
+	// records its sessions so that they are listed after a restart.
+	db   *store.DB
+	dbMu sync.Mutex // orders a session's record writes after its removal
 }
 
 // DefaultPreload is what warm Python kernels import: a data-analysis cell
@@ -221,6 +227,20 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 	if cfg.Cgroups == nil {
 		return nil, fmt.Errorf("sandbox %s: %w", opt.ID, jail.ErrNoCgroup)
 	}
+	cgPath := cmp.Or(cfg.CgroupParent, "codecell") + "/" + opt.ID
+	if existed {
+		// Re-opened after a crash, the sandbox's cgroup may still exist with
+		// processes in it (which may keep its disk busy): kill them and
+		// remove the group and its children before anything else. Its disk
+		// may still be mounted too; quota.Mount reuses that mount.
+		if err := removeLeftovers(cfg.Cgroups, cgPath); err != nil {
+			return nil, fmt.Errorf("sandbox %s: leftover cgroup: %w", opt.ID, err)
+		}
+		// Run directories of Jupyter kernels of a previous server.
+		if err := os.RemoveAll(filepath.Join(s.dir, "run")); err != nil {
+			return nil, fmt.Errorf("sandbox %s: %w", opt.ID, err)
+		}
+	}
 	s.vol, err = quota.Mount(ctx, quota.Config{
 		Image:      filepath.Join(s.dir, "disk.img"),
 		Mountpoint: filepath.Join(s.dir, "fs"),
@@ -236,7 +256,7 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", opt.ID, err)
 	}
-	s.cg, err = cfg.Cgroups.Create(cmp.Or(cfg.CgroupParent, "codecell")+"/"+opt.ID, cgroup.Limits{
+	s.cg, err = cfg.Cgroups.Create(cgPath, cgroup.Limits{
 		MemoryBytes: lim.MemoryBytes,
 		Pids:        lim.Pids,
 		CPUQuota:    lim.CPUs,
@@ -249,6 +269,16 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 	}
 	s.startPools()
 	return s, nil
+}
+
+// removeLeftovers kills every process of the cgroup at path, if it exists,
+// and removes it with its children.
+func removeLeftovers(h *cgroup.Host, path string) error {
+	g, err := h.Create(path, cgroup.Limits{}) // re-opens it; a new one is empty
+	if err != nil {
+		return err
+	}
+	return g.Remove()
 }
 
 // A profile is what a warm kernel has loaded before it is handed out.

@@ -22,6 +22,9 @@ var (
 	ErrCapacity  = errors.New("capacity reached")
 	ErrInvalidID = errors.New("invalid id")
 	ErrNoKernel  = errors.New("no such kernel")
+	// ErrSessionLost is the first execution on a session whose kernel was
+	// lost when the server restarted; the next one starts a fresh kernel.
+	ErrSessionLost = errors.New("session lost")
 )
 
 // A Session is a named kernel that keeps state across executions. Its id is
@@ -44,6 +47,8 @@ type Session struct {
 	cells    int
 	running  bool
 	closed   bool
+	lost     bool      // restored after a restart, its kernel gone; cleared by the next execution
+	saved    time.Time // lastUsed as last recorded in the store
 }
 
 // SessionInfo describes a session for listings.
@@ -57,6 +62,10 @@ type SessionInfo struct {
 	Executions int             `json:"execution_count"`
 	Busy       bool            `json:"busy"`
 	Alive      bool            `json:"alive"`
+	// Lost is set for a session restored after the server restarted: its
+	// kernel, and the state in it, did not survive. Its next execution
+	// fails with ErrSessionLost and clears it.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // Info returns the session's state.
@@ -65,7 +74,7 @@ func (s *Session) Info() SessionInfo {
 	defer s.mu.Unlock()
 	return SessionInfo{ID: s.ID, Language: s.Language, Cwd: cmp.Or(s.cwd, jail.HomeDir), MaxIdle: s.maxIdle,
 		Created: s.Created, LastUsed: s.lastUsed,
-		Executions: s.cells, Busy: s.running, Alive: s.k != nil && s.k.Alive()}
+		Executions: s.cells, Busy: s.running, Alive: s.k != nil && s.k.Alive(), Lost: s.lost}
 }
 
 // Result is a kernel result plus what the session did about it.
@@ -87,6 +96,10 @@ func (s *Session) Execute(ctx context.Context, req kernel.Request) (*Result, err
 	}
 	defer s.queue.Unlock()
 	wait := time.Since(queued)
+	if s.takeLost() {
+		return nil, fmt.Errorf("%w: the kernel of %s session %q was lost when codecell restarted, with its variables and imports; re-run the session's setup cells (this execution did not run; the next one starts a fresh kernel)",
+			ErrSessionLost, s.Language, s.ID)
+	}
 	k, err := s.kernel(ctx)
 	if err != nil {
 		return nil, err
@@ -98,6 +111,7 @@ func (s *Session) Execute(ctx context.Context, req kernel.Request) (*Result, err
 	req.Timeout = timeoutOr(req.Timeout, s.sb.limits.DefaultTimeout)
 	res, err := k.Do(ctx, req)
 	s.setRunning(false)
+	s.sb.saveSession(s, false)
 	if err != nil {
 		s.drop(k)
 		return nil, err
@@ -116,7 +130,7 @@ func (s *Session) Execute(ctx context.Context, req kernel.Request) (*Result, err
 func (s *Session) Restart(ctx context.Context) error {
 	s.mu.Lock()
 	k := s.k
-	s.k = nil
+	s.k, s.lost = nil, false
 	s.mu.Unlock()
 	if k != nil {
 		k.Close()
@@ -147,6 +161,19 @@ func assist[T any](ctx context.Context, s *Session, f func(*Kernel) (T, error)) 
 	}
 	s.touch()
 	return f(k)
+}
+
+// takeLost clears the lost mark and reports whether it was set.
+func (s *Session) takeLost() bool {
+	s.mu.Lock()
+	lost := s.lost
+	s.lost = false
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+	if lost {
+		s.sb.saveSession(s, true)
+	}
+	return lost
 }
 
 // touch marks the session used now.
@@ -219,9 +246,10 @@ func (s *Session) drop(k *Kernel) {
 // unchanged) and how long the session may stay idle (0: unchanged).
 func (s *Session) Configure(cwd string, maxIdle time.Duration) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.cwd = cmp.Or(cwd, s.cwd)
 	s.maxIdle = cmp.Or(maxIdle, s.maxIdle)
+	s.mu.Unlock()
+	s.sb.saveSession(s, true)
 }
 
 // HostPid is the host pid of the session's interpreter, 0 if none runs.
@@ -305,11 +333,22 @@ func (s *Sandbox) OpenSession(lang kernel.Language, id string, create bool) (ses
 	now := time.Now()
 	sess = &Session{ID: id, Language: lang, Created: now, lastUsed: now, sb: s}
 	s.sessions.m[key] = sess
+	s.saveSession(sess, true)
 	return sess, true, nil
 }
 
-// EndSession ends a session and frees its processes at once.
+// EndSession ends a session and frees its processes at once; it is
+// forgotten, also after a restart.
 func (s *Sandbox) EndSession(lang kernel.Language, id string) error {
+	if err := s.endSession(lang, id); err != nil {
+		return err
+	}
+	s.forgetSession(lang, id)
+	return nil
+}
+
+// endSession ends a session, keeping its record in the store.
+func (s *Sandbox) endSession(lang kernel.Language, id string) error {
 	s.sessions.mu.Lock()
 	sess := s.sessions.m[sessionKey{lang, id}]
 	delete(s.sessions.m, sessionKey{lang, id})
@@ -352,10 +391,11 @@ func (s *Sandbox) ReapIdle(maxIdle time.Duration) int {
 	return n
 }
 
-// closeSessions ends every session.
+// closeSessions ends every session. Their records stay: a sandbox closed
+// at shutdown lists them as lost when it is restored.
 func (s *Sandbox) closeSessions() {
 	for _, sess := range s.Sessions("") {
-		s.EndSession(sess.Language, sess.ID)
+		s.endSession(sess.Language, sess.ID)
 	}
 }
 
