@@ -33,6 +33,9 @@ func wantsStream(r *http.Request, field *bool) bool {
 // proxies between the client and a long cell do not close it.
 const keepAlive = 15 * time.Second
 
+// writeTimeout bounds one write of events to a client.
+const writeTimeout = 30 * time.Second
+
 // run executes req and replies: one JSON envelope, or, when streaming, an
 // "output" event per output as the kernel produces it (shaped like the
 // route's outputs: the nine v1 keys if v1) and then a "done" event with the
@@ -167,6 +170,8 @@ func (e *events) loop() {
 			h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 			e.w.WriteHeader(http.StatusOK)
 		}
+		// A client that stops reading is dropped, not waited for.
+		e.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		for _, c := range chunks {
 			if _, err := e.w.Write(c); err != nil {
 				gone = true // the client left; the execution goes on

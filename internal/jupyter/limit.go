@@ -27,6 +27,7 @@ type limitConn struct {
 	flags    byte   // the current frame's flags
 	body     uint64 // bytes of the current frame's body still to come
 	msg      uint64 // bytes of the current message so far
+	frames   int    // frames of the current message so far
 	err      error  // sticky: the stream is not trusted once it failed
 }
 
@@ -78,18 +79,29 @@ func (l *limitConn) scan(b []byte) error {
 	return nil
 }
 
-// frame checks the size of the frame whose header was just read.
+// maxFrames bounds the frames of one message: a Jupyter message has a
+// handful plus its buffers, and each frame costs the reader memory even
+// when it is empty.
+const maxFrames = 1024
+
+// frame checks the size of the frame whose header was just read. Command
+// frames count like message frames, and may not claim more to follow
+// (ZMTP forbids it; a reader would otherwise keep collecting them).
 func (l *limitConn) frame() error {
-	total := l.size
-	if l.flags&zmtpCommand == 0 {
-		l.msg += l.size
-		total = l.msg
-		if l.flags&zmtpMore == 0 {
-			l.msg = 0
-		}
+	if l.flags&zmtpCommand != 0 && l.flags&zmtpMore != 0 {
+		return fmt.Errorf("jupyter: peer sent a command frame marked as continued")
 	}
-	if l.size > l.max || total > l.max {
+	l.msg += l.size
+	l.frames++
+	total, frames := l.msg, l.frames
+	if l.flags&zmtpMore == 0 {
+		l.msg, l.frames = 0, 0
+	}
+	switch {
+	case l.size > l.max || total > l.max:
 		return fmt.Errorf("jupyter: peer sent a message of more than %d bytes", l.max)
+	case frames > maxFrames:
+		return fmt.Errorf("jupyter: peer sent a message of more than %d frames", maxFrames)
 	}
 	l.body = l.size
 	return nil

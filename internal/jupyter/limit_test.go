@@ -37,6 +37,10 @@ func TestLimitConnScan(t *testing.T) {
 		{"command too large", join(greeting, zmtpFrame(zmtpCommand, max+1)), false},
 		{"message too large", join(greeting, zmtpFrame(zmtpMore, max/2), body(max/2), zmtpFrame(0, max/2+1)), false},
 		{"frames of separate messages", join(greeting, zmtpFrame(0, max/2), body(max/2), zmtpFrame(0, max/2+1), body(max/2+1)), true},
+		{"continued command frames", join(greeting, zmtpFrame(zmtpCommand|zmtpMore, 10), body(10)), false},
+		{"commands add up in a message", join(greeting, zmtpFrame(zmtpMore, max/2), body(max/2), zmtpFrame(zmtpCommand, max/2+1)), false},
+		{"endless empty frames", join(greeting, bytes.Repeat(zmtpFrame(zmtpMore, 0), maxFrames+1)), false},
+		{"many frames over messages", join(greeting, bytes.Repeat(zmtpFrame(0, 0), maxFrames+1)), true},
 		// The greeting's bytes are not frames.
 		{"greeting not parsed", join(bytes.Repeat([]byte{0xff}, zmtpGreeting), zmtpFrame(0, 1), body(1)), true},
 	}

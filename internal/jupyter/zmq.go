@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/go-zeromq/zmq4/security/null"
+	"golang.org/x/sys/unix"
 )
 
 // dialRetry is how long to wait before connecting again to a kernel that
@@ -73,7 +76,11 @@ func dialChannel(ctx context.Context, info ConnectionInfo, ch Channel, typ zmq4.
 	var raw net.Conn
 	for {
 		var err error
-		raw, err = d.DialContext(ctx, network, addr)
+		if network == "unix" {
+			raw, err = dialUnixNoFollow(ctx, &d, addr)
+		} else {
+			raw, err = d.DialContext(ctx, network, addr)
+		}
 		if err == nil {
 			break
 		}
@@ -196,4 +203,25 @@ func (t *zmqTransport) close() error {
 	}
 	t.wg.Wait()
 	return errors.Join(errs...)
+}
+
+// dialUnixNoFollow connects to the unix socket at path without following a
+// symlink there. The sockets live in a directory the kernel's own code can
+// write, and whoever dials (codecell runs as root) must not be led to
+// another socket of the host.
+func dialUnixNoFollow(ctx context.Context, d *net.Dialer, path string) (net.Conn, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return nil, fmt.Errorf("%s is not a socket (a symlink or a file put in its place)", path)
+	}
+	// Connecting through the descriptor reaches exactly the inode opened.
+	return d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
 }

@@ -203,6 +203,7 @@ func (k *JupyterKernel) Do(ctx context.Context, req Request) (*Result, error) {
 	var mu sync.Mutex // res is filled by the client's goroutine
 	res := newResult(k.max)
 	res.onOutput = req.OnOutput
+	res.Started = true // once sent, the kernel may have run any of it
 	opts := jupyter.ExecuteOptions{ContinueOnError: true}
 	if req.Stdin != "" {
 		opts.Stdin = stdinLines(req.Stdin)
@@ -233,7 +234,9 @@ func (k *JupyterKernel) Do(ctx context.Context, req Request) (*Result, error) {
 	interrupt := func() {
 		if !interrupted {
 			interrupted = true
-			k.host.interrupt(context.Background())
+			// An interrupt_request or a remote server may not answer: the
+			// grace period and then the kill must still come.
+			go k.Interrupt()
 			grace = time.After(k.grace)
 		}
 	}
@@ -262,8 +265,7 @@ func (k *JupyterKernel) Do(ctx context.Context, req Request) (*Result, error) {
 			return res.finish(), nil
 		case <-k.host.done():
 			cancel()
-			d := <-finished
-			_ = d
+			<-finished
 			mu.Lock()
 			defer mu.Unlock()
 			k.dead = k.death(oomBefore)
@@ -411,8 +413,15 @@ func (k *JupyterKernel) Inspect(ctx context.Context, code string, cursorPos, det
 }
 
 // Interrupt interrupts the running cell: SIGINT, or an interrupt_request
-// for kernelspecs whose interrupt_mode is "message".
-func (k *JupyterKernel) Interrupt() error { return k.host.interrupt(context.Background()) }
+// for kernelspecs whose interrupt_mode is "message" (waiting for its answer
+// at most interruptTimeout).
+func (k *JupyterKernel) Interrupt() error {
+	ctx, cancel := context.WithTimeout(context.Background(), interruptTimeout)
+	defer cancel()
+	return k.host.interrupt(ctx)
+}
+
+const interruptTimeout = 5 * time.Second
 
 // Alive reports whether the kernel is running.
 func (k *JupyterKernel) Alive() bool {

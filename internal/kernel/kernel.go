@@ -444,6 +444,7 @@ func (k *Kernel) Do(ctx context.Context, req Request) (*Result, error) {
 		k.cell = ""
 		k.imu.Unlock()
 	}()
+
 	m := startMeter(k.pid, k.cfg.Spec.Cgroup)
 	res := newResult(k.cfg.maxOutput())
 	res.onOutput = req.OnOutput
@@ -477,6 +478,7 @@ func (k *Kernel) Do(ctx context.Context, req Request) (*Result, error) {
 			}
 			switch f.Type {
 			case "started":
+				res.Started = true
 				k.imu.Lock()
 				k.cellStarted = true
 				pending := k.intPending

@@ -75,6 +75,9 @@ type Result struct {
 	Usage          Usage    `json:"-"`
 	// Died is set when the kernel ended during the cell; it cannot run more.
 	Died bool `json:"-"`
+	// Started is set once the kernel began running the cell: a kernel that
+	// Died without it never ran any of the cell's code.
+	Started bool `json:"-"`
 
 	limit   int64 // output bytes per cell
 	budget  int64 // output bytes left

@@ -236,10 +236,6 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 		if err := removeLeftovers(cfg.Cgroups, cgPath); err != nil {
 			return nil, fmt.Errorf("sandbox %s: leftover cgroup: %w", opt.ID, err)
 		}
-		// Run directories of Jupyter kernels of a previous server.
-		if err := os.RemoveAll(filepath.Join(s.dir, "run")); err != nil {
-			return nil, fmt.Errorf("sandbox %s: %w", opt.ID, err)
-		}
 	}
 	s.vol, err = quota.Mount(ctx, quota.Config{
 		Image:      filepath.Join(s.dir, "disk.img"),
@@ -252,6 +248,11 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 		return nil, fmt.Errorf("sandbox %s: disk: %w", opt.ID, err)
 	}
 	s.home, s.tmp = s.vol.Home(), s.vol.Tmp()
+	// Run directories of Jupyter kernels of a previous server (their
+	// numbers start again).
+	if err := os.RemoveAll(s.runDir()); err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", opt.ID, err)
+	}
 	s.fs, err = files.New(files.Config{Home: s.home, Tmp: s.tmp, UID: s.uid, GID: s.uid, MaxFileBytes: lim.DiskBytes})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", opt.ID, err)
@@ -270,6 +271,10 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 	s.startPools()
 	return s, nil
 }
+
+// runDir holds the run directories of the sandbox's Jupyter kernels, beside
+// home and tmp.
+func (s *Sandbox) runDir() string { return filepath.Join(filepath.Dir(s.home), "run") }
 
 // removeLeftovers kills every process of the cgroup at path, if it exists,
 // and removes it with its children.
@@ -417,7 +422,10 @@ func (k *Kernel) Cgroup() *cgroup.Group { return k.cg }
 
 // Close ends the kernel and removes its cgroup.
 func (k *Kernel) Close() error {
-	err := k.Interpreter.Close()
+	var err error
+	if k.Interpreter != nil {
+		err = k.Interpreter.Close()
+	}
 	if k.cg != nil {
 		err = errors.Join(err, k.cg.Remove())
 	}
@@ -497,14 +505,16 @@ func (s *Sandbox) startJupyter(ctx context.Context, name string, nice int) (*Ker
 	}
 	n := strconv.FormatInt(s.seq.Add(1), 10)
 	spec := s.jailSpec(nil, nice)
-	spec.Run = filepath.Join(s.dir, "run", "k"+n)
+	// On the sandbox's own disk, so that what the kernel writes there counts
+	// against its quota.
+	spec.Run = filepath.Join(s.runDir(), "k"+n)
 	if err := os.MkdirAll(filepath.Dir(spec.Run), 0o711); err != nil {
 		return nil, fmt.Errorf("sandbox %s: run directory: %w", s.id, err)
 	}
 	if err := os.Mkdir(spec.Run, 0o700); err != nil {
 		return nil, fmt.Errorf("sandbox %s: run directory: %w", s.id, err)
 	}
-	k := &Kernel{run: spec.Run}
+	k := &Kernel{run: spec.Run} // Close copes with no Interpreter yet
 	if err := os.Chown(spec.Run, s.uid, s.uid); err != nil {
 		k.Close()
 		return nil, fmt.Errorf("sandbox %s: run directory: %w", s.id, err)
@@ -547,13 +557,22 @@ func (s *Sandbox) Run(ctx context.Context, lang kernel.Language, code string, ti
 
 // RunRequest is Run with every option of a cell.
 func (s *Sandbox) RunRequest(ctx context.Context, lang kernel.Language, req kernel.Request) (*kernel.Result, error) {
-	k, err := s.kernel(ctx, lang, s.profileFor(lang, req.Code))
-	if err != nil {
-		return nil, err
-	}
-	defer s.discard(k)
 	req.Timeout = cmp.Or(req.Timeout, s.limits.DefaultTimeout)
-	return k.Do(ctx, req)
+	for attempt := 0; ; attempt++ {
+		k, err := s.kernel(ctx, lang, s.profileFor(lang, req.Code))
+		if err != nil {
+			return nil, err
+		}
+		res, err := k.Do(ctx, req)
+		s.discard(k)
+		// A fresh kernel that died before it began the cell (its zygote was
+		// killed at that moment) ran none of it: running it on another one
+		// is safe, once.
+		if err == nil && res.Died && !res.Started && attempt == 0 && ctx.Err() == nil {
+			continue
+		}
+		return res, err
+	}
 }
 
 // discard kills every process of a one-shot kernel now and leaves waiting

@@ -83,20 +83,29 @@ def flush_line():
         _send_output({"output_type": "stream", "name": _line.name, "text": text})
 
 
+_LINE_MAX = 8192  # a partial line longer than this goes out anyway
+
+
 def emit_text(name, s):
     """Sends stream text a line at a time, as a terminal would: print()
     writes its text and its newline separately, and one output per line is
     what a streaming client should see. A partial line goes out on flush(),
-    before any other output, and at the end of the cell."""
+    at a carriage return (progress bars), past _LINE_MAX, before any other
+    output, and at the end of the cell."""
     with _lock:
         if _line.name != name:
             flush_line()
             _line.name = name
-        _line.text += s
-        i = _line.text.rfind("\n")
+        # Only the new text is searched: many small writes stay linear.
+        i = max(s.rfind("\n"), s.rfind("\r"))
         if i >= 0:
-            head, _line.text = _line.text[: i + 1], _line.text[i + 1 :]
+            head = _line.text + s[: i + 1]
+            _line.text = s[i + 1 :]
             _send_output({"output_type": "stream", "name": name, "text": head})
+        else:
+            _line.text += s
+        if len(_line.text) > _LINE_MAX:
+            flush_line()
 
 
 def emit(output):
@@ -559,6 +568,13 @@ def zygote_main():
     # Started with -I: no "" (home) and no user site-packages on sys.path.
     if not sys.flags.isolated or "" in sys.path or os.getcwd() in sys.path:
         raise SystemExit("zygote: not isolated from the working directory (start it with -I)")
+    # Nor configuration user code can write: matplotlib reads its rc file and
+    # font cache from home, and the zygote, which keeps capabilities and has
+    # no seccomp filter, must not parse files (fonts) chosen by user code.
+    import tempfile
+
+    # Hidden, so that it is not listed among the files code wrote.
+    os.environ["MPLCONFIGDIR"] = tempfile.mkdtemp(prefix=".codecell-zygote-")
     import socket
 
     ctypes, libc = _libc()
@@ -777,6 +793,7 @@ def _child2(env, fds, req):
 def _kernel_child(mine):
     for target, fd in zip((3, 4, 5, 6, 1, 2), mine[:6]):
         os.dup2(fd, target)
+    os.environ.pop("MPLCONFIGDIR", None)  # the zygote's own; see zygote_main
     sys.argv = ["-c"]
     # What `python3 -u -c` gives a spawned kernel and the zygote's -I left
     # out (it must not import anything user code can write).
