@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -25,16 +24,7 @@ const cliTestKey = "cli-test-key"
 func startServer(t *testing.T, bin string) string {
 	t.Helper()
 	parent := fmt.Sprintf("codecell-clitest-%d", os.Getpid())
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", newDataDir(t), "--cgroup-parent", parent,
-		"--api-key", cliTestKey, "--prewarm-python", "0", "--prewarm-javascript", "0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
+	cmd, url, exited := serveAt(t, bin, newDataDir(t), parent)
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -50,23 +40,7 @@ func startServer(t *testing.T, bin string) string {
 			os.Remove(filepath.Join("/sys/fs/cgroup", ctl, parent))
 		}
 	})
-	sc := bufio.NewScanner(stderr)
-	var addr string
-	for sc.Scan() {
-		if m := regexp.MustCompile(`addr=(\S+)`).FindStringSubmatch(sc.Text()); m != nil {
-			addr = m[1]
-			break
-		}
-	}
-	go func() {
-		for sc.Scan() {
-		}
-		exited <- cmd.Wait()
-	}()
-	if addr == "" {
-		t.Fatal("the server did not say where it listens")
-	}
-	return "http://" + addr
+	return url
 }
 
 // cli runs the binary and returns its exit status, stdout and stderr.
