@@ -22,6 +22,7 @@ Usage:
   codecell mcp [flags]          serve the Model Context Protocol on stdin and stdout
   codecell doctor [flags]       check every isolation layer and the runtimes
   codecell bench [flags]        measure latency, memory and throughput against baselines
+  codecell soak [flags]         many clients for a while: errors, latency, leaks
   codecell version              print the version
 
 Run "codecell VERB -h" for a verb's flags.
@@ -54,6 +55,8 @@ func main() {
 		err = doctorCmd(ctx, args)
 	case "bench":
 		err = benchCmd(ctx, args)
+	case "soak":
+		err = soakCmd(ctx, args)
 	case "version", "--version", "-v":
 		fmt.Println("codecell", version)
 	case "help", "-h", "--help":

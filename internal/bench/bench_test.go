@@ -57,3 +57,36 @@ func TestRun(t *testing.T) {
 		}
 	}
 }
+
+// TestSoak: a short soak; no errors but 429s, and nothing left behind.
+func TestSoak(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for sandboxes")
+	}
+	host, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Soak(context.Background(), SoakConfig{
+		Sandbox: sandbox.Config{Cgroups: host, CgroupParent: "codecell-soaktest",
+			Prewarm: map[kernel.Language]int{kernel.Python: 1, kernel.JavaScript: 1}},
+		Clients: 6, Duration: 8 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests < 12 || len(res.ByOp) != 6 {
+		t.Errorf("too little done: %+v", res)
+	}
+	for status, n := range res.ByStatus {
+		if status != 200 && status != 429 {
+			t.Errorf("%d requests got %d: %v", n, status, res.Errors)
+		}
+	}
+	if len(res.Errors) > 0 {
+		t.Errorf("errors: %v", res.Errors)
+	}
+	if len(res.Leaks) > 0 {
+		t.Errorf("left behind: %v", res.Leaks)
+	}
+}
