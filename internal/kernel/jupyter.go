@@ -195,7 +195,10 @@ func (k *JupyterKernel) Do(ctx context.Context, req Request) (*Result, error) {
 	timeout := cmp.Or(req.Timeout, 30*time.Second)
 	oomBefore := k.host.oomKills()
 	if req.Cwd != "" {
-		if err := k.chdir(ctx, req.Cwd); err != nil {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		err := k.chdir(cctx, req.Cwd)
+		cancel()
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -381,6 +384,8 @@ func (k *JupyterKernel) Complete(ctx context.Context, code string, cursorPos int
 		return nil, ErrBusy
 	}
 	defer k.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, assistTimeout)
+	defer cancel()
 	r, err := k.client.Complete(ctx, validUTF8(code), cursorPos)
 	if err != nil {
 		return nil, fmt.Errorf("complete: %w", err)
@@ -398,6 +403,8 @@ func (k *JupyterKernel) Inspect(ctx context.Context, code string, cursorPos, det
 		return nil, ErrBusy
 	}
 	defer k.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, assistTimeout)
+	defer cancel()
 	r, err := k.client.Inspect(ctx, validUTF8(code), cursorPos, detail)
 	if err != nil {
 		return nil, fmt.Errorf("inspect: %w", err)
