@@ -430,6 +430,15 @@ func (k *JupyterKernel) Interrupt() error {
 
 const interruptTimeout = 5 * time.Second
 
+// InCell reports whether a cell is running.
+func (k *JupyterKernel) InCell() bool {
+	if k.mu.TryLock() {
+		k.mu.Unlock()
+		return false
+	}
+	return true
+}
+
 // Alive reports whether the kernel is running.
 func (k *JupyterKernel) Alive() bool {
 	select {

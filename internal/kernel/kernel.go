@@ -83,6 +83,8 @@ type Interpreter interface {
 	Complete(ctx context.Context, code string, cursorPos int) (*Completion, error)
 	Inspect(ctx context.Context, code string, cursorPos, detail int) (*Inspection, error)
 	Interrupt() error
+	// InCell reports whether a cell has reached the kernel and not ended.
+	InCell() bool
 	Alive() bool
 	Pid() int
 	Renice(nice int)
@@ -560,6 +562,13 @@ func renice(cg *cgroup.Group, nice int) {
 		pids, _ := cg.Pids()
 		jail.Renice(pids, nice)
 	}
+}
+
+// InCell reports whether a cell has been sent and not yet answered.
+func (k *Kernel) InCell() bool {
+	k.imu.Lock()
+	defer k.imu.Unlock()
+	return k.cell != ""
 }
 
 // Interrupt interrupts the running cell, if any.

@@ -262,15 +262,29 @@ func (s *Session) HostPid() int {
 	return s.k.Pid()
 }
 
-// Interrupt interrupts the running execution, if any.
+// Interrupt interrupts the running execution, if any. An execution is
+// marked running before its kernel has started or its cell has reached the
+// kernel; a signal sent then would find nothing to stop, so Interrupt waits
+// (a few seconds at most) for the cell to get there.
 func (s *Session) Interrupt() error {
-	s.mu.Lock()
-	k := s.k
-	s.mu.Unlock()
-	if k == nil {
-		return nil
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		k, running := s.k, s.running
+		s.mu.Unlock()
+		switch {
+		case k != nil && (k.InCell() || !running):
+			return k.Interrupt()
+		case !running:
+			return nil
+		case time.Now().After(deadline):
+			if k != nil {
+				return k.Interrupt()
+			}
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	return k.Interrupt()
 }
 
 // close ends the session at once, killing a running execution.
