@@ -182,6 +182,12 @@ func (s *server) execute(lang, code, session, want string) error {
 
 // executeIn is execute in the sandbox sandboxID ("" for the default one).
 func (s *server) executeIn(sandboxID, lang, code, session, want string) error {
+	_, err := s.call(sandboxID, lang, code, session, want)
+	return err
+}
+
+// call is executeIn that also returns the HTTP status (0 if none came).
+func (s *server) call(sandboxID, lang, code, session, want string) (int, error) {
 	body := map[string]any{"language": lang, "code": code}
 	if session != "" {
 		body["session_id"] = session
@@ -193,7 +199,7 @@ func (s *server) executeIn(sandboxID, lang, code, session, want string) error {
 	}
 	resp, err := http.Post(s.url+prefix+"/v2/code/execute", "application/json", bytes.NewReader(b))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
@@ -205,12 +211,12 @@ func (s *server) executeIn(sandboxID, lang, code, session, want string) error {
 		} `json:"data"`
 	}
 	if resp.StatusCode != 200 || json.Unmarshal(raw, &r) != nil || r.Data.Status != kernel.StatusOK {
-		return fmt.Errorf("status %d: %.300s", resp.StatusCode, raw)
+		return resp.StatusCode, fmt.Errorf("status %d: %.300s", resp.StatusCode, raw)
 	}
 	if want != "" && !strings.Contains(r.Data.Stdout+fmt.Sprint(r.Data.Outputs), want) {
-		return fmt.Errorf("reply lacks %q: %.300s", want, raw)
+		return resp.StatusCode, fmt.Errorf("reply lacks %q: %.300s", want, raw)
 	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 // timed runs f n times, calling before (untimed, if not nil) ahead of each
@@ -318,7 +324,7 @@ func newSession(ctx context.Context, cfg Config, s *server) ([]Row, error) {
 	// happens when it is not).
 	ms, err := timed(cfg.NewSessions, func() { s.waitWarm(ctx) }, func(i int) error {
 		id := fmt.Sprintf("new-%d", i)
-		defer deleteSession(s, id)
+		defer deleteSession(s, id, "python")
 		return s.execute("python", pandasCell, id, "49.5")
 	})
 	if err != nil {
@@ -355,8 +361,8 @@ func newSession(ctx context.Context, cfg Config, s *server) ([]Row, error) {
 	}, nil
 }
 
-func deleteSession(s *server, id string) {
-	req, _ := http.NewRequest("DELETE", s.url+"/v2/code/sessions/"+id+"?language=python", nil)
+func deleteSession(s *server, id, lang string) {
+	req, _ := http.NewRequest("DELETE", s.url+"/v2/code/sessions/"+id+"?language="+lang, nil)
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 	}
@@ -406,7 +412,7 @@ func memory(ctx context.Context, cfg Config, s *server) ([]Row, error) {
 	var ids []string
 	defer func() {
 		for _, id := range ids {
-			deleteSession(s, id)
+			deleteSession(s, id, "python")
 		}
 	}()
 	for i := range cfg.Sessions {

@@ -2,9 +2,9 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -47,8 +47,8 @@ type SoakResult struct {
 // the server has shut down it looks for what was left behind: processes of
 // sandbox uids, cgroups, mounts and files under the data directory.
 func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
-	clients := cmp0(cfg.Clients, 50)
-	dur := cmp0(cfg.Duration, 2*time.Minute)
+	clients := cmp.Or(cfg.Clients, 50)
+	dur := cmp.Or(cfg.Duration, 2*time.Minute)
 	sc := cfg.Sandbox
 	// Every client keeps a Python and a JavaScript session in the default
 	// sandbox: its limits must hold them all.
@@ -103,8 +103,8 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	res.P50MS, res.P99MS = percentile(lat, 0.5), percentile(lat, 0.99)
 	// Sessions end, pools stay: compare the heap after a collection.
 	for c := range clients {
-		deleteSessionLang(srv, "soak-"+strconv.Itoa(c), "python")
-		deleteSessionLang(srv, "soak-"+strconv.Itoa(c), "javascript")
+		deleteSession(srv, "soak-"+strconv.Itoa(c), "python")
+		deleteSession(srv, "soak-"+strconv.Itoa(c), "javascript")
 	}
 	time.Sleep(time.Second)
 	runtime.GC()
@@ -112,14 +112,6 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	srv.close()
 	res.Leaks = leftovers(dataDir, parent, uids)
 	return res, nil
-}
-
-func cmp0[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 func heapMB() float64 {
@@ -137,18 +129,16 @@ func soakStep(s *server, session string, client, i int) (op string, status int, 
 	switch i % 6 {
 	case 0:
 		op = "python one-shot"
-		status, err = s.post("/v2/code/execute", map[string]any{"language": "python", "code": "print(6 * 7)"}, "42")
+		status, err = s.call("", "python", "print(6 * 7)", "", "42")
 	case 1:
 		op = "python session"
-		status, err = s.post("/v2/code/execute", map[string]any{"language": "python", "session_id": session,
-			"code": fmt.Sprintf("n = globals().get('n', 0) + 1\nprint('client %d', n)", client)}, fmt.Sprintf("client %d", client))
+		status, err = s.call("", "python", fmt.Sprintf("n = globals().get('n', 0) + 1\nprint('client %d', n)", client), session, fmt.Sprintf("client %d", client))
 	case 2:
 		op = "javascript one-shot"
-		status, err = s.post("/v2/code/execute", map[string]any{"language": "javascript", "code": "console.log(6 * 7)"}, "42")
+		status, err = s.call("", "javascript", "console.log(6 * 7)", "", "42")
 	case 3:
 		op = "javascript session"
-		status, err = s.post("/v2/code/execute", map[string]any{"language": "javascript", "session_id": session,
-			"code": "globalThis.n = (globalThis.n || 0) + 1; console.log('js', n)"}, "js ")
+		status, err = s.call("", "javascript", "globalThis.n = (globalThis.n || 0) + 1; console.log('js', n)", session, "js ")
 	case 4:
 		op = "upload"
 		status, err = s.upload(fmt.Sprintf("/tmp/soak-%d.bin", client), 256<<10)
@@ -160,23 +150,6 @@ func soakStep(s *server, session string, client, i int) (op string, status int, 
 		err = nil // capacity, as configured
 	}
 	return op, status, d, err
-}
-
-func (s *server) post(path string, body map[string]any, want string) (int, error) {
-	b, _ := json.Marshal(body)
-	resp, err := http.Post(s.url+path, "application/json", bytes.NewReader(b))
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, fmt.Errorf("status %d: %.200s", resp.StatusCode, raw)
-	}
-	if !strings.Contains(string(raw), want) || !strings.Contains(string(raw), `"status":"ok"`) {
-		return resp.StatusCode, fmt.Errorf("reply lacks %q: %.200s", want, raw)
-	}
-	return resp.StatusCode, nil
 }
 
 // upload writes size random bytes to path; download (after an upload of
@@ -216,13 +189,6 @@ func (s *server) download(path string, size int) (int, error) {
 		return resp.StatusCode, fmt.Errorf("downloaded %d bytes, want %d", n, size)
 	}
 	return resp.StatusCode, nil
-}
-
-func deleteSessionLang(s *server, id, lang string) {
-	req, _ := http.NewRequest("DELETE", s.url+"/v2/code/sessions/"+id+"?language="+lang, nil)
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		resp.Body.Close()
-	}
 }
 
 // leftovers lists what a shut-down server left: processes of its sandbox
