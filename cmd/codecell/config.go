@@ -30,6 +30,7 @@ type common struct {
 	cgroup  string
 	pyMode  string
 	kernels string
+	sparse  bool
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -39,6 +40,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.Int64Var(&c.pids, "pids", int64(envInt("CODECELL_PIDS", 512)), "process and thread limit per sandbox (CODECELL_PIDS)")
 	fs.Float64Var(&c.cpus, "cpus", float64(envInt("CODECELL_CPUS", 1)), "CPU quota per sandbox, in cores (CODECELL_CPUS)")
 	fs.StringVar(&c.disk, "disk", env("CODECELL_DISK", "1G"), "disk quota per sandbox for home and /tmp (CODECELL_DISK)")
+	fs.BoolVar(&c.sparse, "sparse-disks", envBool("CODECELL_SPARSE_DISKS"), "do not reserve each sandbox's disk quota on the host: denser, but if the data disk fills up, sandboxes writing then get I/O errors and their filesystems turn read-only (CODECELL_SPARSE_DISKS)")
 	fs.StringVar(&c.cgroup, "cgroup-parent", env("CODECELL_CGROUP_PARENT", "codecell"), "cgroup under which sandboxes' groups are made (CODECELL_CGROUP_PARENT)")
 	fs.StringVar(&c.pyMode, "python-mode", env("CODECELL_PYTHON_MODE", sandbox.PythonFork), "how Python kernels start: fork (forked from the sandbox's zygote, which has imported IPython and the preload modules) or spawn (a new interpreter in a new jail each) (CODECELL_PYTHON_MODE)")
 	fs.StringVar(&c.kernels, "kernelspec-dir", env("CODECELL_KERNELSPEC_DIR", ""), "a directory of Jupyter kernelspecs (<dir>/kernels/<name>/kernel.json), searched before the standard Jupyter data directories (CODECELL_KERNELSPEC_DIR)")
@@ -77,6 +79,7 @@ func (c *common) sandboxConfig(log *slog.Logger) (sandbox.Config, error) {
 		PythonMode:   mode,
 		DataDir:      c.dataDir,
 		CgroupParent: c.cgroup,
+		SparseDisks:  c.sparse,
 		Jail:         jail.Config{Unsafe: c.unsafe, Logger: log},
 		Limits:       lim,
 	}

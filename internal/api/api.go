@@ -26,6 +26,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/codecell/codecell/internal/audit"
@@ -322,7 +323,7 @@ func asHTTPError(err error) *httpError {
 // statusOf maps the errors of the packages below to HTTP statuses.
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, files.ErrNoSpace):
+	case errors.Is(err, files.ErrNoSpace), errors.Is(err, sandbox.ErrNoSpace), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return http.StatusInsufficientStorage
 	case errors.Is(err, files.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge

@@ -3,9 +3,7 @@ package api
 import (
 	"bytes"
 	"cmp"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -638,8 +636,8 @@ func (s *Server) fileUploadV1(w http.ResponseWriter, r *http.Request, sb *sandbo
 // holding it in memory. The target comes from the "path" part: a file, or a
 // directory (existing, or ending in '/') to put the file in under its own
 // name. Clients send form fields before files, so the target is usually
-// known when the file arrives; if it is not, the file goes to a temporary
-// name in /tmp and is renamed once the body is read.
+// known when the file arrives; if it is not, the file is staged out of user
+// code's sight and renamed once the body is read.
 func upload(r *http.Request, fsys *files.FS) (*files.UploadResult, error) {
 	mr, err := r.MultipartReader()
 	if err != nil {
@@ -649,12 +647,12 @@ func upload(r *http.Request, fsys *files.FS) (*files.UploadResult, error) {
 	var (
 		target   string
 		res      *files.UploadResult
-		tmp      string // where the file went before its target was known
+		staged   *files.Staged // the file, before its target was known
 		filename string
 	)
 	defer func() {
-		if tmp != "" {
-			fsys.Delete(tmp, false)
+		if staged != nil {
+			staged.Discard()
 		}
 	}()
 	for {
@@ -673,20 +671,19 @@ func upload(r *http.Request, fsys *files.FS) (*files.UploadResult, error) {
 			}
 			target = strings.TrimSpace(string(b))
 		case "file":
-			if res != nil {
+			if res != nil || staged != nil {
 				return nil, invalid("file", "one file per request", "value_error")
 			}
 			filename = part.FileName()
-			dst := ""
-			if target != "" {
-				if dst, err = uploadTarget(fsys, target, filename); err != nil {
+			if target == "" {
+				if staged, err = fsys.Stage(ctx, part); err != nil {
 					return nil, err
 				}
-			} else {
-				var rnd [8]byte
-				rand.Read(rnd[:])
-				tmp = "/tmp/.codecell-upload-" + hex.EncodeToString(rnd[:])
-				dst = tmp
+				break
+			}
+			dst, err := uploadTarget(fsys, target, filename)
+			if err != nil {
+				return nil, err
 			}
 			if res, err = fsys.Upload(ctx, dst, part); err != nil {
 				return nil, err
@@ -698,24 +695,15 @@ func upload(r *http.Request, fsys *files.FS) (*files.UploadResult, error) {
 		}
 		part.Close()
 	}
-	if res == nil {
-		return nil, invalid("file", "field required", "missing")
-	}
-	if tmp != "" {
+	if staged != nil {
 		dst, err := uploadTarget(fsys, target, filename)
 		if err != nil {
 			return nil, err
 		}
-		if dir := path.Dir(dst); dir != "." {
-			if err := fsys.Mkdir(dir, true); err != nil {
-				return nil, err
-			}
-		}
-		if err := fsys.Move(ctx, tmp, dst, true); err != nil {
-			return nil, err
-		}
-		tmp = ""
-		res.FilePath = files.CodePath(dst)
+		return staged.Commit(dst)
+	}
+	if res == nil {
+		return nil, invalid("file", "field required", "missing")
 	}
 	return res, nil
 }

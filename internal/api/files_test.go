@@ -477,7 +477,7 @@ func TestFileRoutes(t *testing.T) {
 		}
 
 		// The upload is streamed: the file grows on the sandbox's disk while
-		// the client is still sending.
+		// the client is still sending, staged out of user code's sight.
 		pr, pw := io.Pipe()
 		done := make(chan reply, 1)
 		go func() {
@@ -487,12 +487,15 @@ func TestFileRoutes(t *testing.T) {
 		pw.Write(make([]byte, 6<<20))
 		var grown int64
 		for deadline := time.Now().Add(10 * time.Second); grown < 4<<20 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			entries, _ := os.ReadDir(filepath.Join(sb.Tmp(), "stream"))
+			entries, _ := os.ReadDir(filepath.Join(filepath.Dir(sb.Tmp()), "staging"))
 			for _, e := range entries {
-				if fi, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), ".codecell-") {
+				if fi, err := e.Info(); err == nil {
 					grown = max(grown, fi.Size())
 				}
 			}
+		}
+		if entries, _ := os.ReadDir(filepath.Join(sb.Tmp(), "stream")); len(entries) != 0 {
+			t.Errorf("user code sees %v while the upload lasts", entries)
 		}
 		pw.Write(make([]byte, 1<<20))
 		pw.Close()

@@ -107,6 +107,12 @@ type Config struct {
 	// MaxFileBytes limits the size of one written, uploaded, appended or
 	// copied file. 0 means no limit beyond the disk quota.
 	MaxFileBytes int64
+	// Staging is a host directory on the filesystem of Home and Tmp that
+	// user code cannot see. Writes are made there and renamed into place,
+	// so no partial file is ever visible, even while a write lasts or
+	// after the server died during one; New empties it. Empty means a
+	// hidden temporary name beside the target, which a crash leaves behind.
+	Staging string
 }
 
 // FS is the file plane of one sandbox. Its methods are safe for concurrent
@@ -120,8 +126,8 @@ type FS struct {
 	undoBytes int
 }
 
-// New returns the FS of the sandbox described by c. Both directories must
-// exist.
+// New returns the FS of the sandbox described by c. Home and Tmp must exist;
+// Staging is made, or emptied.
 func New(c Config) (*FS, error) {
 	for _, d := range []string{c.Home, c.Tmp} {
 		r, err := os.OpenRoot(d)
@@ -129,6 +135,15 @@ func New(c Config) (*FS, error) {
 			return nil, fmt.Errorf("files: %w", err)
 		}
 		r.Close()
+	}
+	if c.Staging != "" {
+		// What is there was left by a server that stopped mid-write.
+		if err := os.RemoveAll(c.Staging); err != nil {
+			return nil, fmt.Errorf("files: emptying the staging directory: %w", err)
+		}
+		if err := os.Mkdir(c.Staging, 0o700); err != nil {
+			return nil, fmt.Errorf("files: %w", err)
+		}
 	}
 	return &FS{cfg: c}, nil
 }
@@ -274,7 +289,8 @@ func (f *FS) classify(err error) error {
 		}
 		return errno
 	}
-	if msg := err.Error(); strings.Contains(msg, f.cfg.Home) || strings.Contains(msg, f.cfg.Tmp) {
+	if msg := err.Error(); strings.Contains(msg, f.cfg.Home) || strings.Contains(msg, f.cfg.Tmp) ||
+		(f.cfg.Staging != "" && strings.Contains(msg, f.cfg.Staging)) {
 		return errors.New("internal error") // never leak a host path
 	}
 	return err

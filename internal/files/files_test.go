@@ -24,6 +24,7 @@ type env struct {
 	fs              *FS
 	base            string // holds home, tmp and the victim
 	home, tmp       string
+	staging         string // Config.Staging
 	victim          string // a host file outside the sandbox
 	shadow          []byte // /etc/shadow as it is, to prove it never leaks
 	victimModTime   time.Time
@@ -54,7 +55,8 @@ func newEnv(t *testing.T) *env {
 	if fi, err := os.Stat("/etc/shadow"); err == nil {
 		e.shadowModTimeAt = fi.ModTime()
 	}
-	e.fs, err = New(Config{Home: e.home, Tmp: e.tmp, UID: testUID, GID: testGID})
+	e.staging = filepath.Join(e.base, "staging")
+	e.fs, err = New(Config{Home: e.home, Tmp: e.tmp, Staging: e.staging, UID: testUID, GID: testGID})
 	must(t, err)
 	t.Cleanup(func() {
 		b, err := os.ReadFile(e.victim)
@@ -69,9 +71,12 @@ func newEnv(t *testing.T) *env {
 		}
 		entries, _ := os.ReadDir(e.base)
 		for _, de := range entries {
-			if n := de.Name(); n != "home" && n != "tmp" && n != "victim.txt" {
+			if n := de.Name(); n != "home" && n != "tmp" && n != "staging" && n != "victim.txt" {
 				t.Errorf("something was created outside the sandbox: %s", n)
 			}
+		}
+		if staged, _ := os.ReadDir(e.staging); len(staged) != 0 {
+			t.Errorf("left staged: %v", staged)
 		}
 	})
 	return e
@@ -762,6 +767,117 @@ func TestWriteRead(t *testing.T) {
 		if strings.HasPrefix(de.Name(), ".codecell-") {
 			t.Errorf("left %s", de.Name())
 		}
+	}
+}
+
+// blockingReader hands out some bytes, then waits for release and fails.
+type blockingReader struct {
+	sent    bool
+	started chan struct{}
+	release chan struct{}
+}
+
+func (r *blockingReader) Read(p []byte) (int, error) {
+	if !r.sent {
+		r.sent = true
+		close(r.started)
+		return copy(p, "partial"), nil
+	}
+	<-r.release
+	return 0, errors.New("client went away")
+}
+
+// TestStaging: writes are made in Config.Staging, so user code never sees a
+// partial or temporary file, neither during a write nor after one failed;
+// leftovers of a dead server are removed by New; a staged upload is
+// committed with the owner and mode a write gives, or discarded.
+func TestStaging(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	write(t, e, "/tmp/keep", "kept")
+
+	r := &blockingReader{started: make(chan struct{}), release: make(chan struct{})}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.fs.Upload(ctx, "/tmp/up.csv", r)
+		errc <- err
+	}()
+	<-r.started
+	for _, d := range []string{e.home, e.tmp} {
+		ents, _ := os.ReadDir(d)
+		for _, de := range ents {
+			if de.Name() != "keep" {
+				t.Errorf("visible to user code during a write: %s", de.Name())
+			}
+		}
+	}
+	if ents, _ := os.ReadDir(e.staging); len(ents) != 1 {
+		t.Errorf("staging holds %d files during a write, want 1", len(ents))
+	}
+	close(r.release)
+	if err := <-errc; err == nil {
+		t.Fatal("an upload whose reader failed succeeded")
+	}
+	if _, err := os.Lstat(filepath.Join(e.tmp, "up.csv")); !os.IsNotExist(err) {
+		t.Errorf("a failed upload left its target: %v", err)
+	}
+
+	// A server killed mid-write leaves its staged file; the next New
+	// removes it.
+	must(t, os.WriteFile(filepath.Join(e.staging, ".codecell-0123456789abcdef.tmp"), []byte("half"), 0o600))
+	fs2, err := New(Config{Home: e.home, Tmp: e.tmp, Staging: e.staging, UID: testUID, GID: testGID})
+	must(t, err)
+	if ents, _ := os.ReadDir(e.staging); len(ents) != 0 {
+		t.Errorf("New left %v in staging", ents)
+	}
+
+	// Stage, then Commit: parents made, owner and mode as a write gives.
+	st, err := fs2.Stage(ctx, strings.NewReader("a,b\n1,2\n"))
+	must(t, err)
+	if st.Size() != 8 {
+		t.Errorf("staged %d bytes, want 8", st.Size())
+	}
+	res, err := st.Commit("data/in.csv")
+	must(t, err)
+	if res.FilePath != "/home/user/data/in.csv" || res.FileSize != 8 {
+		t.Errorf("Commit = %+v", res)
+	}
+	if b, err := os.ReadFile(e.h("data/in.csv")); err != nil || string(b) != "a,b\n1,2\n" {
+		t.Errorf("committed content %q, %v", b, err)
+	}
+	wantOwner(t, e.h("data/in.csv"))
+	wantOwner(t, e.h("data"))
+	if fi, err := os.Stat(e.h("data/in.csv")); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("committed mode %v, %v; want 0644", fi.Mode(), err)
+	}
+	// Over an existing file: replaced, its mode kept.
+	must(t, os.Chmod(e.h("data/in.csv"), 0o600))
+	st, err = fs2.Stage(ctx, strings.NewReader("new"))
+	must(t, err)
+	_, err = st.Commit("/home/user/data/in.csv")
+	must(t, err)
+	if fi, err := os.Stat(e.h("data/in.csv")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("replaced file's mode %v, %v; want 0600 kept", fi.Mode(), err)
+	}
+	// Onto a directory, or outside: refused, nothing left staged.
+	st, err = fs2.Stage(ctx, strings.NewReader("x"))
+	must(t, err)
+	_, err = st.Commit("data")
+	wantErr(t, err, ErrIsDir)
+	st, err = fs2.Stage(ctx, strings.NewReader("x"))
+	must(t, err)
+	_, err = st.Commit("/etc/passwd")
+	wantErr(t, err, ErrOutside)
+	// Discarded, or too large: nothing left.
+	st, err = fs2.Stage(ctx, strings.NewReader("x"))
+	must(t, err)
+	st.Discard()
+	st.Discard()
+	fs2.cfg.MaxFileBytes = 4
+	_, err = fs2.Stage(ctx, strings.NewReader("too long"))
+	wantErr(t, err, ErrTooLarge)
+	if ents, _ := os.ReadDir(e.staging); len(ents) != 0 {
+		t.Errorf("staging holds %v", ents)
 	}
 }
 

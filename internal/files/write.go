@@ -1,6 +1,7 @@
 package files
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/codecell/codecell/internal/jail"
 )
 
 // WriteOptions control Write.
@@ -37,9 +40,9 @@ type WriteResult struct {
 // Write writes the content of r to p, streaming.
 //
 // Unless opts.Append is set the write is atomic: readers see the old or the
-// new content, never a part. The content goes to a new temporary file in
-// p's directory, which is synced, given to the sandbox's uid and renamed over
-// p. A symlink or hard link at p is replaced, not written through; a
+// new content, never a part. The content goes to a new file in
+// Config.Staging, which is synced, given to the sandbox's uid and renamed
+// over p. A symlink or hard link at p is replaced, not written through; a
 // directory there is ErrIsDir.
 //
 // A write larger than Config.MaxFileBytes fails with ErrTooLarge and a full
@@ -105,17 +108,29 @@ func parentRel(rel string) string {
 	return "."
 }
 
-// writeAtomic writes r to a temporary file next to l and renames it over l.
+// writeAtomic writes r to a staged file and renames it over l.
 func (f *FS) writeAtomic(ctx context.Context, root *os.Root, l loc, r io.Reader, mode fs.FileMode, exclusive bool) (int64, error) {
 	dir, base, err := l.openParent(root)
 	if err != nil {
 		return 0, err
 	}
 	defer dir.Close()
-	dfd := int(dir.Fd())
+	if mode, err = targetMode(dir, base, mode, exclusive); err != nil {
+		return 0, err
+	}
+	st, err := f.stage(ctx, dir, r, mode)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Discard()
+	return st.size, st.place(dir, base, exclusive)
+}
 
+// targetMode checks that base in dir may be written and returns the mode the
+// new file gets: mode, or else the replaced file's, or else 0644.
+func targetMode(dir *os.File, base string, mode fs.FileMode, exclusive bool) (fs.FileMode, error) {
 	var st unix.Stat_t
-	switch err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); {
+	switch err := unix.Fstatat(int(dir.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW); {
 	case err == nil:
 		if exclusive {
 			return 0, ErrExists
@@ -129,43 +144,141 @@ func (f *FS) writeAtomic(ctx context.Context, root *os.Root, l loc, r io.Reader,
 	case err != unix.ENOENT:
 		return 0, err
 	}
-	if mode == 0 {
-		mode = 0o644
-	}
+	return cmp.Or(mode, 0o644), nil
+}
 
+// Staged is content written by Stage (or by a write on its way), in a file
+// that user code cannot see until Commit renames it into place.
+type Staged struct {
+	f    *FS
+	dir  *os.File // Config.Staging, or the target's directory without it
+	name string
+	size int64
+}
+
+// Stage writes the content of r to a new file out of user code's sight, in
+// Config.Staging, within MaxFileBytes, for an upload whose target is not
+// known yet. The caller must Commit or Discard it. Without Config.Staging it
+// is a hidden temporary file in /tmp.
+func (f *FS) Stage(ctx context.Context, r io.Reader) (*Staged, error) {
+	dir, err := os.OpenFile(f.cfg.Tmp, unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, f.failPath("upload", jail.TmpDir, err)
+	}
+	defer dir.Close()
+	st, err := f.stage(ctx, dir, r, 0o644)
+	return st, f.failPath("upload", jail.TmpDir, err)
+}
+
+// stage writes r to a new file in Config.Staging, or else in dir.
+func (f *FS) stage(ctx context.Context, dir *os.File, r io.Reader, mode fs.FileMode) (_ *Staged, err error) {
+	st := &Staged{f: f}
+	if f.cfg.Staging != "" {
+		st.dir, err = os.OpenFile(f.cfg.Staging, unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	} else {
+		var fd int
+		if fd, err = unix.FcntlInt(dir.Fd(), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+			st.dir = os.NewFile(uintptr(fd), dir.Name())
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	tmp := ".codecell-" + hex.EncodeToString(rnd[:]) + ".tmp"
-	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	st.name = ".codecell-" + hex.EncodeToString(rnd[:]) + ".tmp"
+	fd, err := unix.Openat(int(st.dir.Fd()), st.name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return 0, err
+		st.dir.Close()
+		return nil, err
 	}
-	file := os.NewFile(uintptr(fd), l.path)
-	n, err := f.fill(ctx, file, r, mode)
+	file := os.NewFile(uintptr(fd), st.name)
+	st.size, err = f.fill(ctx, file, r, mode)
 	if cerr := file.Close(); err == nil {
 		err = cerr
 	}
+	if err != nil {
+		st.Discard()
+		return nil, err
+	}
+	return st, nil
+}
+
+// Size is the number of bytes staged.
+func (s *Staged) Size() int64 { return s.size }
+
+// Discard removes the staged file unless it was committed. It may be called
+// more than once.
+func (s *Staged) Discard() {
+	if s.dir == nil {
+		return
+	}
+	// Without Config.Staging the name is in user code's directory; if user
+	// code took it meanwhile, what is removed is its own.
+	unix.Unlinkat(int(s.dir.Fd()), s.name, 0)
+	s.dir.Close()
+	s.dir = nil
+}
+
+// Commit renames the staged file to p, as Upload writes it: missing parent
+// directories are created and a file at p is replaced, keeping its mode.
+func (s *Staged) Commit(p string) (*UploadResult, error) {
+	f := s.f
+	defer s.Discard()
+	l, err := f.resolve("upload", p)
+	if err != nil {
+		return nil, err
+	}
+	root, err := l.root()
+	if err != nil {
+		return nil, f.fail("upload", l, err)
+	}
+	defer root.Close()
+	if l.isRoot() {
+		return nil, f.fail("upload", l, ErrIsDir)
+	}
+	if err := f.mkdirAll(root, parentRel(l.rel)); err != nil {
+		return nil, f.fail("upload", l, err)
+	}
+	dir, base, err := l.openParent(root)
+	if err != nil {
+		return nil, f.fail("upload", l, err)
+	}
+	defer dir.Close()
+	mode, err := targetMode(dir, base, 0, false)
 	if err == nil {
-		flags := 0
-		if exclusive {
-			flags = unix.RENAME_NOREPLACE
-		}
-		err = unix.Renameat2(dfd, tmp, dfd, base, uint(flags))
-		if err == unix.EINVAL && exclusive {
-			// A filesystem without RENAME_NOREPLACE: link(2) does not
-			// replace either.
-			if err = unix.Linkat(dfd, tmp, dfd, base, 0); err == nil {
-				unix.Unlinkat(dfd, tmp, 0)
-			}
+		err = unix.Fchmodat(int(s.dir.Fd()), s.name, uint32(mode), 0)
+	}
+	if err == nil {
+		err = s.place(dir, base, false)
+	}
+	if err != nil {
+		return nil, f.fail("upload", l, err)
+	}
+	return &UploadResult{FilePath: l.path, FileSize: s.size, Success: true}, nil
+}
+
+// place renames the staged file to base in dir.
+func (s *Staged) place(dir *os.File, base string, exclusive bool) error {
+	sfd, dfd := int(s.dir.Fd()), int(dir.Fd())
+	flags := 0
+	if exclusive {
+		flags = unix.RENAME_NOREPLACE
+	}
+	err := unix.Renameat2(sfd, s.name, dfd, base, uint(flags))
+	if err == unix.EINVAL && exclusive {
+		// A filesystem without RENAME_NOREPLACE: link(2) does not
+		// replace either.
+		if err = unix.Linkat(sfd, s.name, dfd, base, 0); err == nil {
+			unix.Unlinkat(sfd, s.name, 0)
 		}
 	}
 	if err != nil {
-		// The name is ours unless user code raced us for it, in which
-		// case what it removes is its own.
-		unix.Unlinkat(dfd, tmp, 0)
-		return 0, err
+		return err
 	}
-	return n, nil
+	s.dir.Close()
+	s.dir = nil
+	return nil
 }
 
 // fill copies r into the new file, within MaxFileBytes, makes it durable and

@@ -2,7 +2,7 @@
 // directories (home and /tmp, which bubblewrap binds into the jail).
 //
 // It owns, per sandbox, one image file and one mountpoint directory. The
-// image is a sparse file holding an ext4 filesystem; Mount loop-mounts it
+// image is a file holding an ext4 filesystem; Mount loop-mounts it
 // (nosuid,nodev) on the mountpoint and makes sure it contains the two
 // directories the sandbox gets:
 //
@@ -20,8 +20,9 @@
 // usrquota/prjquota mount options or project-quota support, the limit is
 // enforced by the kernel as a plain "No space left on device" inside the
 // sandbox, a full sandbox never fills the host filesystem, and deleting a
-// sandbox's data is deleting one file. The image is sparse, so it costs host
-// space only for what was written (plus about 1 MiB of metadata).
+// sandbox's data is deleting one file. The image's blocks are reserved on
+// the host (fallocate, no data written), so that a full host disk can never
+// turn a sandbox's filesystem read-only under it (see Config.Sparse).
 //
 // The filesystem keeps its ext4 journal, so an image survives a host crash
 // and is reused intact; on reuse an unmounted image is checked with
@@ -57,6 +58,7 @@ import (
 	"syscall"
 
 	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
 )
 
 // MinSizeBytes is the smallest quota accepted when an image is created;
@@ -67,12 +69,20 @@ const MinSizeBytes = 4 << 20
 type Config struct {
 	Image      string // path of the image file (created if missing, reused if present)
 	Mountpoint string // directory to mount it on (created if missing)
-	// SizeBytes is the quota. The image is sparse. When an existing image is
-	// reused with a larger size it is grown with resize2fs (see the package
-	// comment); a smaller size is ignored. Zero means "keep the existing image's size"
+	// SizeBytes is the quota. When an existing image is reused with a
+	// larger size it is grown with resize2fs (see the package comment); a
+	// smaller size is ignored. Zero means "keep the existing image's size"
 	// and is an error if the image does not exist yet.
 	SizeBytes int64
 	UID, GID  int // owner of the home and tmp directories
+	// Sparse leaves the image's blocks unreserved: it costs host space only
+	// as it is written, but the host filesystem may then fill up under it,
+	// and a write the loop device cannot store is an I/O error after which
+	// ext4 aborts its journal and turns read-only. By default every block
+	// is reserved with fallocate(2) when the image is created, grown or
+	// reused, so that a full host disk is an error there (wrapping
+	// syscall.ENOSPC) and never inside a running sandbox.
+	Sparse bool
 }
 
 // Volume is a mounted (or once mounted) quota volume. It must not be
@@ -302,17 +312,46 @@ func (v *Volume) prepareImage(ctx context.Context) error {
 			return cmdError("checking image "+v.image, "e2fsck", args, err, stderr)
 		}
 	}
+	if grow {
+		if fi, err := os.Stat(v.image); err != nil {
+			return fmt.Errorf("quota: growing image: %w", err)
+		} else if fi.Size() < v.cfg.SizeBytes {
+			if err := os.Truncate(v.image, v.cfg.SizeBytes); err != nil {
+				return fmt.Errorf("quota: growing image: %w", err)
+			}
+		}
+	}
+	// An image made sparse, or grown, gets its reservation now, before
+	// the filesystem may use the new blocks.
+	if err := v.reserveFile(v.image); err != nil {
+		return err
+	}
 	if !grow {
 		return nil
 	}
-	if fi, err := os.Stat(v.image); err != nil {
-		return fmt.Errorf("quota: growing image: %w", err)
-	} else if fi.Size() < v.cfg.SizeBytes {
-		if err := os.Truncate(v.image, v.cfg.SizeBytes); err != nil {
-			return fmt.Errorf("quota: growing image: %w", err)
-		}
-	}
 	return v.run(ctx, "growing "+v.image, "resize2fs", v.image)
+}
+
+// reserveFile reserves the blocks of the whole image file at p (see
+// Config.Sparse). Blocks already allocated cost nothing, so it succeeds on
+// a full host disk if the image was reserved before.
+func (v *Volume) reserveFile(p string) error {
+	if v.cfg.Sparse {
+		return nil
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("quota: reserving image: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("quota: reserving image: %w", err)
+	}
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, fi.Size()); err != nil {
+		return fmt.Errorf("quota: reserving %d bytes on the host for %s: %w", fi.Size(), v.image, err)
+	}
+	return nil
 }
 
 // needsGrowth reports whether the unmounted image's filesystem is smaller
@@ -346,7 +385,7 @@ func (v *Volume) needsGrowth(ctx context.Context) (bool, error) {
 	return count*size+size <= v.cfg.SizeBytes, nil
 }
 
-// createImage makes a new sparse ext4 image. It is built under a temporary
+// createImage makes a new ext4 image. It is built under a temporary
 // name and renamed into place, so a crash never leaves a half-made image at
 // the configured path.
 func (v *Volume) createImage(ctx context.Context) error {
@@ -378,10 +417,15 @@ func (v *Volume) createImage(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("quota: creating image: sizing %s: %w", tmp, err)
 	}
+	// The reservation comes after mke2fs, which punches holes in an image
+	// file to zero it.
 	if err := v.run(ctx, "creating filesystem in "+v.image, "mkfs.ext4",
 		"-q", "-F", "-m", "0",
-		"-E", "root_owner=0:0,lazy_itable_init=1,lazy_journal_init=1",
+		"-E", "root_owner=0:0,lazy_itable_init=1,lazy_journal_init=1,nodiscard",
 		tmp); err != nil {
+		return err
+	}
+	if err := v.reserveFile(tmp); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, v.image); err != nil {
@@ -445,7 +489,10 @@ func (v *Volume) grow(ctx context.Context) error {
 	if err := os.Truncate(v.image, v.cfg.SizeBytes); err != nil {
 		return fmt.Errorf("quota: growing image: %w", err)
 	}
-	err = v.run(ctx, "growing "+v.image, "losetup", "-c", dev)
+	err = v.reserveFile(v.image)
+	if err == nil {
+		err = v.run(ctx, "growing "+v.image, "losetup", "-c", dev)
+	}
 	if err == nil {
 		err = v.run(ctx, "growing mounted "+v.image+" online (needs CAP_SYS_RESOURCE; Unmount and Mount again to grow it offline)", "resize2fs", dev)
 	}

@@ -3,6 +3,7 @@ package quota
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -224,12 +225,12 @@ func TestMountQuota(t *testing.T) {
 	}
 
 	// The host filesystem is unaffected: the image did not grow beyond
-	// the quota and nothing was written next to it.
+	// the quota (its extent tree aside) and nothing was written next to it.
 	fi, err := os.Stat(c.Image)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if alloc := fi.Sys().(*syscall.Stat_t).Blocks * 512; fi.Size() != 16*mib || alloc > 16*mib {
+	if alloc := fi.Sys().(*syscall.Stat_t).Blocks * 512; fi.Size() != 16*mib || alloc > 16*mib+64<<10 {
 		t.Errorf("image size %d, allocated %d; want at most 16 MiB", fi.Size(), alloc)
 	}
 	ents, err := os.ReadDir(filepath.Dir(c.Image))
@@ -428,6 +429,87 @@ func TestDestroy(t *testing.T) {
 	}
 	if err := v.Unmount(ctx); err != nil {
 		t.Errorf("Unmount after Destroy: %v", err)
+	}
+}
+
+// TestHostFull: the image's blocks are reserved when it is made, so a host
+// filesystem too small for the quota refuses the volume (ENOSPC) and leaves
+// nothing behind, and a host filesystem that fills up afterwards does not
+// reach into the volume: it still takes its whole quota. A sparse image
+// costs only what is written.
+func TestHostFull(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	c := testConfig(t, 32*mib)
+	host := filepath.Dir(c.Image)
+	if err := os.MkdirAll(host, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", host).CombinedOutput(); err != nil {
+		t.Fatalf("mounting a small host filesystem: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", host).Run() })
+
+	big := c
+	big.Image, big.Mountpoint = filepath.Join(host, "big.img"), c.Mountpoint+"-big"
+	big.SizeBytes = 64 * mib
+	if v, err := Mount(ctx, big); !errors.Is(err, syscall.ENOSPC) {
+		if v != nil {
+			v.Destroy(ctx)
+		}
+		t.Fatalf("a 64 MiB quota on a 48 MiB host: err = %v, want ENOSPC", err)
+	}
+	if ents, _ := os.ReadDir(host); len(ents) != 0 {
+		t.Errorf("a refused image left %d files on the host", len(ents))
+	}
+
+	sparse := c
+	sparse.Image, sparse.Mountpoint, sparse.Sparse = filepath.Join(host, "sparse.img"), c.Mountpoint+"-sparse", true
+	vs, err := Mount(ctx, sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vs.Destroy(ctx)
+	if fi, err := os.Stat(sparse.Image); err != nil {
+		t.Fatal(err)
+	} else if alloc := fi.Sys().(*syscall.Stat_t).Blocks * 512; alloc > 8*mib {
+		t.Errorf("a sparse 32 MiB image takes %d bytes of the host", alloc)
+	}
+	vs.Destroy(ctx)
+
+	v, err := Mount(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(c.Image); err != nil {
+		t.Fatal(err)
+	} else if alloc := fi.Sys().(*syscall.Stat_t).Blocks * 512; alloc < 32*mib {
+		t.Errorf("the image reserves %d bytes of the host, want its 32 MiB", alloc)
+	}
+	// Fill the host, then the volume: the volume still takes its quota.
+	filler := filepath.Join(host, "filler")
+	if out, err := exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=1M", "count=64").CombinedOutput(); err == nil {
+		t.Fatalf("filling the host: expected it to run out: %s", out)
+	}
+	out, err := asSandbox(t, "dd", "if=/dev/zero", "of="+filepath.Join(v.Home(), "fill"), "bs=1M", "count=24", "conv=fsync")
+	if err != nil {
+		t.Fatalf("writing 24 MiB into a 32 MiB quota on a full host: %v: %s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(v.Tmp(), "after"), []byte("still writable"), 0o600); err != nil {
+		t.Errorf("the volume is not writable after the host filled: %v", err)
+	}
+	if err := v.Unmount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Reused on a full host: the reservation is already there.
+	if v, err = Mount(ctx, c); err != nil {
+		t.Fatalf("re-mounting a reserved image on a full host: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(v.Tmp(), "after")); err != nil || string(b) != "still writable" {
+		t.Errorf("after re-mounting: %q, %v", b, err)
+	}
+	if err := v.Destroy(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -23,6 +23,8 @@ var (
 	ErrNotFound = errors.New("sandbox not found")
 	ErrExists   = errors.New("sandbox already exists")
 	ErrClosed   = errors.New("server is shutting down")
+	// ErrNoSpace: the data disk cannot hold a new sandbox's disk.
+	ErrNoSpace = errors.New("no space left on the server's data disk")
 )
 
 // DefaultID names the sandbox that serves the unscoped API routes.

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/codecell/codecell/internal/cgroup"
@@ -79,6 +80,10 @@ type Config struct {
 	// empty means "codecell".
 	CgroupParent string
 	Limits       Limits
+	// SparseDisks leaves sandbox disks sparse instead of reserving their
+	// whole size on the host (see quota.Config.Sparse): denser, but a full
+	// host disk then turns busy sandboxes' filesystems read-only.
+	SparseDisks bool
 	// MaxSessions bounds the sessions of one sandbox; 0 means DefaultMaxSessions.
 	MaxSessions int
 	// Prewarm is how many started kernels of each language every sandbox
@@ -218,7 +223,7 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 				return nil, fmt.Errorf("sandbox %s: %w", opt.ID, err)
 			}
 		}
-		if s.fs, err = files.New(files.Config{Home: s.home, Tmp: s.tmp, UID: -1, GID: -1}); err != nil {
+		if s.fs, err = files.New(files.Config{Home: s.home, Tmp: s.tmp, Staging: filepath.Join(s.dir, "staging"), UID: -1, GID: -1}); err != nil {
 			return nil, err
 		}
 		s.startPools()
@@ -243,7 +248,12 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 		SizeBytes:  lim.DiskBytes,
 		UID:        s.uid,
 		GID:        s.uid,
+		Sparse:     cfg.SparseDisks,
 	})
+	if errors.Is(err, syscall.ENOSPC) {
+		// Host paths stay out of what clients see.
+		return nil, fmt.Errorf("sandbox %s: %w for its %d-byte disk", opt.ID, ErrNoSpace, lim.DiskBytes)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: disk: %w", opt.ID, err)
 	}
@@ -253,7 +263,10 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 	if err := os.RemoveAll(s.runDir()); err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", opt.ID, err)
 	}
-	s.fs, err = files.New(files.Config{Home: s.home, Tmp: s.tmp, UID: s.uid, GID: s.uid, MaxFileBytes: lim.DiskBytes})
+	// Staged writes live on the sandbox's disk, beside home and tmp, out
+	// of the jail's sight.
+	s.fs, err = files.New(files.Config{Home: s.home, Tmp: s.tmp, Staging: filepath.Join(filepath.Dir(s.home), "staging"),
+		UID: s.uid, GID: s.uid, MaxFileBytes: lim.DiskBytes})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", opt.ID, err)
 	}
