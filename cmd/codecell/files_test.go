@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,16 +25,7 @@ func startServer(t *testing.T, bin string) string {
 	parent := fmt.Sprintf("codecell-clitest-%d", os.Getpid())
 	cmd, url, exited := serveAt(t, bin, newDataDir(t), parent)
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			cmd.Process.Kill()
-			t.Error("serve did not stop within a minute of SIGTERM")
-		}
+		stopServer(t, cmd, exited)
 		for _, ctl := range []string{"", "memory", "pids", "cpu", "freezer"} {
 			os.Remove(filepath.Join("/sys/fs/cgroup", ctl, parent))
 		}

@@ -19,13 +19,15 @@ import (
 	"github.com/moby/sys/mountinfo"
 )
 
-// serveAt runs `codecell serve` on dataDir as startServer does, but hands
-// back the process, so that a test can crash it and start another server
-// on the same data directory. The caller stops it.
-func serveAt(t *testing.T, bin, dataDir, parent string) (*exec.Cmd, string, <-chan error) {
+// serveAt runs `codecell serve` on dataDir as startServer does, with extra
+// flags, but hands back the process, so that a test can crash it and start
+// another server on the same data directory. The caller stops it
+// (stopServer).
+func serveAt(t *testing.T, bin, dataDir, parent string, extra ...string) (*exec.Cmd, string, <-chan error) {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--cgroup-parent", parent,
-		"--api-key", cliTestKey, "--prewarm-python", "0", "--prewarm-javascript", "0")
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--cgroup-parent", parent,
+		"--api-key", cliTestKey, "--prewarm-python", "0", "--prewarm-javascript", "0"}, extra...)
+	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +56,22 @@ func serveAt(t *testing.T, bin, dataDir, parent string) (*exec.Cmd, string, <-ch
 		t.Fatalf("the server did not say where it listens:\n%s", log.String())
 	}
 	return cmd, "http://" + addr, exited
+}
+
+// stopServer stops a server of serveAt with SIGTERM, as an operator does,
+// and fails unless it exits cleanly within a minute.
+func stopServer(t *testing.T, cmd *exec.Cmd, exited <-chan error) {
+	t.Helper()
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("serve after SIGTERM: %v", err)
+		}
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Error("serve did not stop within a minute of SIGTERM")
+	}
 }
 
 // TestPersistAcrossCrash: a sandbox, its files in home and /tmp and its
@@ -152,17 +170,8 @@ func TestPersistAcrossCrash(t *testing.T) {
 		t.Fatalf("after the crash: %+v %v", res, err)
 	}
 
-	srv2.Process.Signal(syscall.SIGTERM)
 	stopped = true
-	select {
-	case err := <-exited2:
-		if err != nil {
-			t.Errorf("serve after SIGTERM: %v", err)
-		}
-	case <-time.After(time.Minute):
-		srv2.Process.Kill()
-		t.Fatal("serve did not stop within a minute of SIGTERM")
-	}
+	stopServer(t, srv2, exited2)
 	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dataDir))
 	if err != nil {
 		t.Fatal(err)

@@ -417,8 +417,11 @@ func (v *Volume) createImage(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("quota: creating image: sizing %s: %w", tmp, err)
 	}
-	// The reservation comes after mke2fs, which punches holes in an image
-	// file to zero it.
+	// Reserved before mke2fs, to fail at once on a full host, and again
+	// after it, since it punches holes in an image file to zero it.
+	if err := v.reserveFile(tmp); err != nil {
+		return err
+	}
 	if err := v.run(ctx, "creating filesystem in "+v.image, "mkfs.ext4",
 		"-q", "-F", "-m", "0",
 		"-E", "root_owner=0:0,lazy_itable_init=1,lazy_journal_init=1,nodiscard",
