@@ -460,6 +460,16 @@ func TestSandboxes(t *testing.T) {
 	if got, err := sb.GetSandbox(ctx, "cl-sb"); err != nil || got.Sessions["python"] != 1 {
 		t.Errorf("server routes through a scoped client: %+v, %v", got, err)
 	}
+	// Live resource use: the session holds 64 MiB and spent 0.3 s of CPU.
+	_, err = sb.Execute(ctx, client.ExecuteRequest{Language: client.Python, SessionID: "s",
+		Code: "import time\nheld = bytearray(64 << 20)\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"})
+	noErr(t, err)
+	got, err = c.GetSandbox(ctx, "cl-sb")
+	noErr(t, err)
+	if u := got.Usage; u.MemoryBytes < 64<<20 || u.MemoryBytes > 512<<20 || u.Pids < 1 || u.Executions != 2 ||
+		u.CPUSeconds < 0.25 || u.DiskBytes <= 0 || u.OOMKills != 0 {
+		t.Errorf("usage of a sandbox holding 64 MiB after 0.3 s of CPU: %+v", u)
+	}
 
 	noErr(t, c.DeleteSandbox(ctx, "cl-sb"))
 	_, err = c.GetSandbox(ctx, "cl-sb")

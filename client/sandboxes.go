@@ -43,6 +43,20 @@ type SandboxInfo struct {
 		UsedBytes  int64 `json:"used_bytes"`
 		TotalBytes int64 `json:"total_bytes"`
 	} `json:"disk"`
+	// Usage is the sandbox's live resource use when the server answered.
+	Usage SandboxUsage `json:"usage"`
+}
+
+// SandboxUsage is what a sandbox uses now (memory, processes, disk), and what its
+// executions used since the server opened it.
+type SandboxUsage struct {
+	MemoryBytes   int64   `json:"memory_bytes"` // page cache included
+	Pids          int64   `json:"pids"`         // processes and threads
+	DiskBytes     int64   `json:"disk_bytes"`
+	Executions    int64   `json:"executions"`
+	CPUSeconds    float64 `json:"cpu_seconds"` // of those executions
+	OOMKills      int64   `json:"oom_kills"`
+	PidsLimitHits int64   `json:"pids_limit_hits"`
 }
 
 // CreateSandbox creates a sandbox: its own uid, disk, cgroup and sessions.

@@ -3,17 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/codecell/codecell/client"
+	"github.com/codecell/codecell/internal/doctor"
 )
 
 const cliTestKey = "cli-test-key"
@@ -247,5 +250,51 @@ func TestFilesCommand(t *testing.T) {
 	}
 	if code, _, errOut := cli(t, dir, "", nil, bin, "files", "ls"); code != 1 || !strings.Contains(errOut, "no server: give --server URL or set CODECELL_SERVER") {
 		t.Errorf("ls without a server: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestDoctorServer: `codecell doctor --server` adds the server and the live
+// resource use of each of its sandboxes to its checks; a server that does
+// not answer, or refuses the key, is a failed check.
+func TestDoctorServer(t *testing.T) {
+	requireJail(t)
+	bin := buildBinary(t)
+	url := startServer(t, bin)
+	c, err := client.New(url, client.WithAPIKey(cliTestKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.Execute(ctx, client.ExecuteRequest{Language: client.Python, SessionID: "d", Code: "held = bytearray(48 << 20)"}); err != nil {
+		t.Fatal(err)
+	}
+	checks := func(args ...string) (int, map[string]doctor.Check) {
+		t.Helper()
+		code, stdout, stderr := cli(t, t.TempDir(), "", nil, bin, append([]string{"doctor", "--json"}, args...)...)
+		var list []doctor.Check
+		if err := json.Unmarshal([]byte(stdout), &list); err != nil {
+			t.Fatalf("doctor --json: %v\n%s\n%s", err, stdout, stderr)
+		}
+		m := map[string]doctor.Check{}
+		for _, ch := range list {
+			m[ch.Layer] = ch
+		}
+		return code, m
+	}
+	code, m := checks("--server", url, "--api-key", cliTestKey)
+	sb, ok := m["sandbox default"]
+	if code != 0 || !m["server"].OK || !ok {
+		t.Fatalf("doctor --server: exit %d, %+v", code, m)
+	}
+	// "memory 60.2 MiB of 1024.0 MiB, 3 processes, ..., 1 sessions, 1 executions ..."
+	mem := regexp.MustCompile(`^memory ([0-9.]+) MiB of 1024\.0 MiB, [1-9][0-9]* processes, disk [0-9.]+ MiB of [0-9.]+ MiB, 1 sessions, 1 executions`).FindStringSubmatch(sb.Detail)
+	if mem == nil {
+		t.Fatalf("the default sandbox's use: %q", sb.Detail)
+	}
+	if v, _ := strconv.ParseFloat(mem[1], 64); v < 48 {
+		t.Errorf("a sandbox holding 48 MiB reports %s MiB", mem[1])
+	}
+	if code, m := checks("--server", url, "--api-key", "wrong"); code != 1 || m["server"].OK || !strings.Contains(m["server"].Detail, "401") {
+		t.Errorf("doctor with a wrong key: exit %d, %+v", code, m["server"])
 	}
 }

@@ -147,6 +147,7 @@ func (s *Server) sandboxInfo(sb *sandbox.Sandbox) map[string]any {
 	for _, sess := range sb.Sessions("") {
 		sessions[string(sess.Language)]++
 	}
+	u := sb.Usage()
 	return map[string]any{
 		"id":         sb.ID(),
 		"base_path":  fmt.Sprintf("/sandboxes/%s", sb.ID()),
@@ -163,5 +164,15 @@ func (s *Server) sandboxInfo(sb *sandbox.Sandbox) map[string]any {
 		},
 		"sessions": sessions,
 		"disk":     map[string]int64{"used_bytes": used, "total_bytes": total},
+		// Live use, read from the sandbox's cgroup and disk at each request.
+		"usage": map[string]any{
+			"memory_bytes":    u.MemoryBytes,
+			"pids":            u.Pids,
+			"disk_bytes":      used,
+			"executions":      u.Executions,
+			"cpu_seconds":     u.CPUTime.Seconds(),
+			"oom_kills":       u.OOMKills,
+			"pids_limit_hits": u.PidsLimitHits,
+		},
 	}
 }

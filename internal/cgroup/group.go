@@ -515,6 +515,35 @@ func (g *Group) MemoryPeak() (int64, error) {
 	return 0, fmt.Errorf("cgroup: memory peak of %s: %w", g.path, lastErr)
 }
 
+// MemoryCurrent returns the group's memory use now, in bytes, page cache
+// included: v2 memory.current, v1 memory.usage_in_bytes.
+func (g *Group) MemoryCurrent() (int64, error) {
+	return g.readCtl(Memory, "memory.usage_in_bytes", "memory.current")
+}
+
+// PidsCurrent returns the number of processes and threads in the group and
+// its descendants: pids.current.
+func (g *Group) PidsCurrent() (int64, error) {
+	return g.readCtl(Pids, "pids.current", "pids.current")
+}
+
+// readCtl reads one integer file of controller c: v1 or v2 by hierarchy.
+func (g *Group) readCtl(c, v1, v2 string) (int64, error) {
+	d, ok := g.ctl[c]
+	if !ok {
+		return 0, fmt.Errorf("cgroup: %s controller not available", c)
+	}
+	f := v1
+	if g.host.Version == V2 {
+		f = v2
+	}
+	v, err := readInt(filepath.Join(d, f))
+	if err != nil {
+		return 0, fmt.Errorf("cgroup: reading %s of %s: %w", f, g.path, err)
+	}
+	return v, nil
+}
+
 // ResetMemoryPeak starts a new peak measurement, so that MemoryPeak reports
 // the highest usage from now on. Only v1 can reset for every reader; on v2
 // (where memory.peak resets per open file) MemoryPeak keeps reporting the

@@ -141,6 +141,8 @@ type Sandbox struct {
 	ttl     time.Duration
 
 	sessions sessions
+	cells    atomic.Int64 // executions since the sandbox was opened
+	cellCPU  atomic.Int64 // their CPU time, in nanoseconds
 	pools    map[poolKey]*pool // fixed after Create
 	zyg      *zygote           // fork mode only; fixed after Create
 	closing  sync.WaitGroup    // kernels being cleaned up after a run
@@ -419,6 +421,39 @@ func (s *Sandbox) DiskUsage() (used, total int64, err error) {
 	return s.vol.Usage()
 }
 
+// Usage is what a sandbox uses now, and what its cells used since this
+// server opened it.
+type Usage struct {
+	MemoryBytes   int64 // now, page cache included
+	Pids          int64 // processes and threads now
+	Executions    int64
+	CPUTime       time.Duration // of those executions
+	OOMKills      int64
+	PidsLimitHits int64
+}
+
+// Usage reads the sandbox's cgroup (DiskUsage its disk). Counters the host
+// does not offer are 0.
+func (s *Sandbox) Usage() Usage {
+	u := Usage{Executions: s.cells.Load(), CPUTime: time.Duration(s.cellCPU.Load())}
+	if s.cg != nil {
+		u.MemoryBytes, _ = s.cg.MemoryCurrent()
+		u.Pids, _ = s.cg.PidsCurrent()
+		u.OOMKills, _ = s.cg.OOMKills()
+		u.PidsLimitHits, _ = s.cg.PidsLimitHits()
+	}
+	return u
+}
+
+// account adds an execution's result to the sandbox's usage.
+func (s *Sandbox) account(res *kernel.Result) {
+	if res == nil {
+		return
+	}
+	s.cells.Add(1)
+	s.cellCPU.Add(int64(res.Usage.CPUTime))
+}
+
 // Cgroup is the sandbox's resource group (nil in unsafe mode).
 func (s *Sandbox) Cgroup() *cgroup.Group { return s.cg }
 
@@ -578,6 +613,7 @@ func (s *Sandbox) RunRequest(ctx context.Context, lang kernel.Language, req kern
 		}
 		res, err := k.Do(ctx, req)
 		s.discard(k)
+		s.account(res)
 		// A fresh kernel that died before it began the cell (its zygote was
 		// killed at that moment) ran none of it: running it on another one
 		// is safe, once.

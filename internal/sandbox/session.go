@@ -111,6 +111,7 @@ func (s *Session) Execute(ctx context.Context, req kernel.Request) (*Result, err
 	req.Timeout = timeoutOr(req.Timeout, s.sb.limits.DefaultTimeout)
 	res, err := k.Do(ctx, req)
 	s.setRunning(false)
+	s.sb.account(res)
 	s.sb.saveSession(s, false)
 	if err != nil {
 		s.drop(k)
