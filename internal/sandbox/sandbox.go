@@ -141,8 +141,8 @@ type Sandbox struct {
 	ttl     time.Duration
 
 	sessions sessions
-	cells    atomic.Int64 // executions since the sandbox was opened
-	cellCPU  atomic.Int64 // their CPU time, in nanoseconds
+	cells    atomic.Int64      // executions since the sandbox was opened
+	cellCPU  atomic.Int64      // their CPU time, in nanoseconds
 	pools    map[poolKey]*pool // fixed after Create
 	zyg      *zygote           // fork mode only; fixed after Create
 	closing  sync.WaitGroup    // kernels being cleaned up after a run
