@@ -34,6 +34,8 @@ func TestPackageGraph(t *testing.T) {
 		// Metrics and the audit log are leaves: the server feeds them.
 		"internal/metrics": {"internal/sandbox", "internal/kernel", "internal/api"},
 		"internal/audit":   {"internal/sandbox", "internal/kernel", "internal/api"},
+		// Recording executions is shared by the API and MCP, below both.
+		"internal/observe": {"internal/sandbox", "internal/api", "internal/mcp"},
 		// The Jupyter protocol is a leaf: it knows nothing of jails or kernels.
 		"internal/jupyter": {"internal/jail", "internal/kernel", "internal/sandbox", "internal/cgroup", "internal/seccomp", "internal/quota", "internal/files", "internal/api", "internal/doctor"},
 	}

@@ -22,11 +22,12 @@ import (
 const cliTestKey = "cli-test-key"
 
 // startServer runs `codecell serve` on a free loopback port, with an API
-// key, and returns its URL; the server is stopped (SIGTERM) at the end.
-func startServer(t *testing.T, bin string) string {
+// key and extra flags, and returns its URL; the server is stopped (SIGTERM)
+// at the end.
+func startServer(t *testing.T, bin string, extra ...string) string {
 	t.Helper()
 	parent := fmt.Sprintf("codecell-clitest-%d", os.Getpid())
-	cmd, url, exited := serveAt(t, bin, newDataDir(t), parent)
+	cmd, url, exited := serveAt(t, bin, newDataDir(t), parent, extra...)
 	t.Cleanup(func() {
 		stopServer(t, cmd, exited)
 		for _, ctl := range []string{"", "memory", "pids", "cpu", "freezer"} {

@@ -2,18 +2,24 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codecell/codecell/internal/audit"
 )
 
 // tsResult is what testdata/mcpclient/client.mjs prints.
@@ -141,10 +147,12 @@ func TestMCPStdio(t *testing.T) {
 }
 
 // TestMCPHTTP: /mcp of `codecell serve`, behind its API key, driven by the
-// TypeScript SDK and by the Go SDK's client.
+// TypeScript SDK and by the Go SDK's client; its executions are counted in
+// the metrics and written to the audit log as the API's are.
 func TestMCPHTTP(t *testing.T) {
 	requireJail(t)
-	base := startServer(t, buildBinary(t))
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	base := startServer(t, buildBinary(t), "--audit-log", auditPath)
 	r := runTSClient(t, "http", base+"/mcp", cliTestKey)
 	checkFlow(t, r)
 	for _, tool := range r.Tools {
@@ -184,6 +192,39 @@ func TestMCPHTTP(t *testing.T) {
 	}
 	if res.IsError || !strings.Contains(txt.String(), "42") || !strings.Contains(txt.String(), "cut from the middle") || txt.Len() > 25000 {
 		t.Errorf("Go client, a long output: isError %v, %d characters: %.300s", res.IsError, txt.Len(), txt.String())
+	}
+
+	b, err := os.ReadFile(auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("console.log('x'.repeat(100000)); 6 * 7"))
+	var found bool
+	for line := range strings.Lines(string(b)) {
+		var e audit.Entry
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if e.CodeSHA256 == hex.EncodeToString(sum[:]) {
+			found = true
+			if e.Language != "javascript" || e.Status != "ok" || e.KeyID != audit.KeyID(cliTestKey) || e.BytesOut < 100000 || e.Sandbox != "default" {
+				t.Errorf("audit entry of the MCP execution: %+v", e)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the MCP execution is not in the audit log:\n%s", b)
+	}
+	req, _ := http.NewRequest("GET", base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+cliTestKey)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`(?m)^codecell_executions_total\{backend="native",language="javascript",status="ok"\} [1-9]`).Match(m) {
+		t.Errorf("/metrics does not count the MCP executions:\n%s", m)
 	}
 }
 

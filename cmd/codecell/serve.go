@@ -19,6 +19,7 @@ import (
 	"github.com/codecell/codecell/internal/kernel"
 	"github.com/codecell/codecell/internal/mcp"
 	"github.com/codecell/codecell/internal/metrics"
+	"github.com/codecell/codecell/internal/observe"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -102,6 +103,10 @@ func serveCmd(ctx context.Context, args []string) error {
 			return fmt.Errorf("%s is missing (%s); run `codecell doctor` for how to fix it", l.Layer, l.Detail)
 		}
 	}
+	m := metrics.New(metricSources(mgr))
+	// MCP executions are recorded as the API's are; /mcp is behind the
+	// same key.
+	rec := &observe.Recorder{Metrics: m, Audit: auditLog, Logger: log}
 	h := api.New(api.Config{
 		Manager:        mgr,
 		APIKey:         *apiKey,
@@ -113,10 +118,11 @@ func serveCmd(ctx context.Context, args []string) error {
 		Runtimes:       &runtimes,
 		CodeBackend:    codeBackend,
 		Render:         render,
-		Metrics:        metrics.New(metricSources(mgr)),
+		Metrics:        m,
 		Audit:          auditLog,
-		MCP:            mcp.Handler(mcp.Config{Manager: mgr, Version: version, Render: render, Runtimes: &runtimes, Logger: log}),
-		Logger:         log,
+		MCP: mcp.Handler(mcp.Config{Manager: mgr, Version: version, Render: render, Runtimes: &runtimes, Logger: log,
+			Recorder: rec, KeyID: audit.KeyID(*apiKey)}),
+		Logger: log,
 	})
 	// Re-open the sandboxes of the previous run (after a shutdown or a
 	// crash) before anyone can ask for them; fails if another server has

@@ -35,6 +35,7 @@ import (
 	"github.com/codecell/codecell/internal/kernel"
 	"github.com/codecell/codecell/internal/llm"
 	"github.com/codecell/codecell/internal/metrics"
+	"github.com/codecell/codecell/internal/observe"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -71,11 +72,12 @@ type Config struct {
 
 // Server is the HTTP API.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	mux     *http.ServeMux
-	runtime runtimes
-	remote  remoteProbe
+	cfg      Config
+	log      *slog.Logger
+	mux      *http.ServeMux
+	runtime  runtimes
+	remote   remoteProbe
+	recorder *observe.Recorder
 	docCache
 }
 
@@ -90,6 +92,7 @@ func New(cfg Config) *Server {
 		cfg.Runtimes = &rt
 	}
 	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), mux: http.NewServeMux(), runtime: newRuntimes(*cfg.Runtimes)}
+	s.recorder = &observe.Recorder{Metrics: cfg.Metrics, Audit: cfg.Audit, Logger: s.log}
 	s.routes()
 	return s
 }

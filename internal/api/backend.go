@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/codecell/codecell/internal/kernel"
+	"github.com/codecell/codecell/internal/observe"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -20,12 +21,10 @@ const (
 	BackendAuto = "auto"
 	// BackendNative is codecell's own IPython driver in a jail (forked from
 	// the sandbox's zygote): the fastest, and the default.
-	BackendNative = "native"
+	BackendNative = observe.BackendNative
 	// BackendKernel is a Jupyter kernel: the remote server's when it is
 	// reachable, else the python3 kernelspec (ipykernel) in a jail.
-	BackendKernel = "kernel"
-	// backendRemote names a remote kernel in the info routes.
-	backendRemote = "remote"
+	BackendKernel = observe.BackendKernel
 )
 
 // ParseBackend accepts auto, native, kernel and "" (auto).
@@ -73,7 +72,7 @@ func (s *Server) python(ctx context.Context) (kernel.Language, string) {
 		return kernel.Python, BackendNative
 	}
 	if s.remoteAlive(ctx) {
-		return kernel.Remote(pythonKernel), backendRemote
+		return kernel.Remote(pythonKernel), observe.BackendRemote
 	}
 	if _, ok := s.cfg.Manager.Config().Sandbox.KernelSpecs[pythonKernel]; ok && mode == BackendKernel {
 		return kernel.Jupyter(pythonKernel), BackendKernel

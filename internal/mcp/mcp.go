@@ -16,6 +16,7 @@ import (
 
 	"github.com/codecell/codecell/internal/doctor"
 	"github.com/codecell/codecell/internal/llm"
+	"github.com/codecell/codecell/internal/observe"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -32,6 +33,11 @@ type Config struct {
 	// Runtimes are the interpreters as probed, for sandbox_info.
 	Runtimes *doctor.Runtimes
 	Logger   *slog.Logger
+	// Recorder, if set, records executions in the metrics and the audit
+	// log, as the HTTP API does, under KeyID (audit.KeyID of the key that
+	// guards /mcp; empty over stdio).
+	Recorder *observe.Recorder
+	KeyID    string
 }
 
 // server holds what the tools share.

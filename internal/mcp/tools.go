@@ -18,6 +18,7 @@ import (
 	"github.com/codecell/codecell/internal/files"
 	"github.com/codecell/codecell/internal/kernel"
 	"github.com/codecell/codecell/internal/llm"
+	"github.com/codecell/codecell/internal/observe"
 	"github.com/codecell/codecell/internal/sandbox"
 )
 
@@ -108,29 +109,30 @@ func (s *server) execute(ctx context.Context, _ *gomcp.CallToolRequest, in execu
 		return failure(err)
 	}
 	req := kernel.Request{Code: in.Code, Timeout: time.Duration(in.Timeout * float64(time.Second))}
-	start := time.Now()
-	var res *kernel.Result
+	e := observe.Execution{Start: time.Now(), KeyID: s.cfg.KeyID, Sandbox: sb.ID(), Session: in.SessionID, Language: lang, Code: in.Code}
+	defer func() { s.cfg.Recorder.Record(e) }()
 	if in.SessionID == "" {
-		res, err = sb.RunRequest(ctx, lang, req)
+		e.Result, e.Err = sb.RunRequest(ctx, lang, req)
 	} else {
 		var sess *sandbox.Session
-		if sess, _, err = sb.OpenSession(lang, in.SessionID, true); err == nil {
+		if sess, _, e.Err = sb.OpenSession(lang, in.SessionID, true); e.Err == nil {
 			var sr *sandbox.Result
-			if sr, err = sess.Execute(ctx, req); err == nil {
-				res = sr.Result
+			if sr, e.Err = sess.Execute(ctx, req); e.Err == nil {
+				e.Result, e.QueueWait = sr.Result, sr.QueueWait
 			}
 		}
 	}
-	if err != nil {
-		return failure(err)
+	if e.Err != nil {
+		return failure(e.Err)
 	}
 	var written []llm.File
-	if changed, _, err := sb.Files().Changed(ctx, start, 0); err == nil {
+	if changed, _, err := sb.Files().Changed(ctx, e.Start, 0); err == nil {
 		for _, f := range changed {
 			written = append(written, llm.File{Path: f.Path, Size: f.Size, Modified: f.ModTime})
+			e.Files = append(e.Files, f.Path)
 		}
 	}
-	return s.render(llm.Render(res, written, s.cfg.Render)), nil, nil
+	return s.render(llm.Render(e.Result, written, s.cfg.Render)), nil, nil
 }
 
 // render turns a rendering into MCP content: the summary first, then the
