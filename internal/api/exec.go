@@ -27,6 +27,7 @@ type execRequest struct {
 	stdin     string
 	files     map[string]string // written into cwd before the run
 	onOutput  func(kernel.Output)
+	detached  bool // see kernel.Request.Detached
 	llm       bool // reply shaped for a language model (output_format "llm")
 }
 
@@ -50,7 +51,7 @@ func (s *Server) execute(ctx context.Context, sb *sandbox.Sandbox, req execReque
 			return nil, errorf(http.StatusUnprocessableEntity, "files: %v", err)
 		}
 	}
-	kreq := kernel.Request{Code: req.code, Timeout: req.timeout, Cwd: req.cwd, Stdin: req.stdin, OnOutput: req.onOutput}
+	kreq := kernel.Request{Code: req.code, Timeout: req.timeout, Cwd: req.cwd, Stdin: req.stdin, OnOutput: req.onOutput, Detached: req.detached}
 	start := time.Now()
 	var o *execOutcome
 	var queueWait time.Duration

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -42,7 +41,7 @@ const writeTimeout = 30 * time.Second
 // envelope the non-streaming reply would have had. Errors found before
 // anything was streamed keep their HTTP status; later ones end the stream
 // with an "error" event. A client that goes away mid-stream does not stop
-// the execution: it completes or times out as configured.
+// the execution once it has begun: it completes or times out as configured.
 func (s *Server) run(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox, req execRequest, stream, v1 bool, data func(*execOutcome) map[string]any) error {
 	if req.llm {
 		plain := data
@@ -64,7 +63,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox
 			ev.send("output", o)
 		}
 	}
-	o, err := s.execute(context.WithoutCancel(r.Context()), sb, req)
+	// A client that leaves while the cell waits for its session cancels
+	// it; once it runs, the cell completes.
+	req.detached = true
+	o, err := s.execute(r.Context(), sb, req)
 	if err != nil {
 		if ev.abandon() {
 			return err // nothing was written: the error keeps its status

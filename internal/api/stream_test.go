@@ -2,11 +2,13 @@ package api_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // event is one Server-Sent Event.
@@ -154,6 +156,43 @@ func TestStreamClientLeaves(t *testing.T) {
 	r := ts.must(t, 200, "POST", "/v2/code/execute", map[string]any{"language": "python", "session_id": "leave", "code": "x"})
 	if outs := r.data()["outputs"].([]any); len(outs) != 1 || outs[0].(map[string]any)["data"].(map[string]any)["text/plain"] != "42" {
 		t.Errorf("after the client left: %s", r.raw)
+	}
+}
+
+// TestStreamClientLeavesWhileQueued: a streamed cell whose client leaves
+// while it waits behind another cell of its session never runs, so that
+// abandoned requests cannot pile up.
+func TestStreamClientLeavesWhileQueued(t *testing.T) {
+	ts := newServer(t, serverOpts{})
+	first, resp1 := ts.stream(t, "/v2/code/execute", map[string]any{"language": "python", "session_id": "q",
+		"code": "import time\nprint('started', flush=True)\ntime.sleep(2)"}, true)
+	defer resp1.Body.Close()
+	if ev := <-first; ev.name != "output" {
+		t.Fatalf("first event %+v", ev)
+	}
+	// The stream's headers would come with its first event: the client
+	// leaves before, by cancelling its request.
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/v2/code/execute",
+		strings.NewReader(`{"language": "python", "session_id": "q", "code": "open('/tmp/ran', 'w').write('queued cell ran')"}`))
+	req.Header.Set("Accept", "text/event-stream")
+	left := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		left <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	if err := <-left; err == nil {
+		t.Fatal("the queued request was answered before its client left")
+	}
+	r := ts.must(t, 200, "POST", "/v2/code/execute", map[string]any{"language": "python", "session_id": "q",
+		"code": "import os; os.path.exists('/tmp/ran')"})
+	if outs := r.data()["outputs"].([]any); len(outs) != 1 || outs[0].(map[string]any)["data"].(map[string]any)["text/plain"] != "False" {
+		t.Errorf("the abandoned queued cell ran: %s", r.raw)
 	}
 }
 

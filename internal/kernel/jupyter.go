@@ -244,6 +244,9 @@ func (k *JupyterKernel) Do(ctx context.Context, req Request) (*Result, error) {
 		}
 	}
 	ctxDone := ctx.Done()
+	if req.Detached {
+		ctxDone = nil
+	}
 	for {
 		select {
 		case d := <-finished:

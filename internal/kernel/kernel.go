@@ -408,6 +408,11 @@ type Request struct {
 	// it, in order, on the goroutine that called Do (so it must not block
 	// for long: the cell's timeout keeps running).
 	OnOutput func(Output)
+	// Detached: once the cell is sent, the end of ctx no longer interrupts
+	// it; it runs to its end or its timeout. ctx still bounds everything
+	// before (waiting for a session, starting a kernel), so a caller that
+	// went away while queued never runs.
+	Detached bool
 }
 
 // Execute runs code as one cell; see Do.
@@ -417,7 +422,8 @@ func (k *Kernel) Execute(ctx context.Context, code string, timeout time.Duration
 
 // Do runs one cell. A cell still running at its timeout is interrupted
 // (SIGINT: the kernel keeps its state); if it has not stopped after the grace
-// period the kernel is killed. ctx cancellation is treated the same way.
+// period the kernel is killed. ctx cancellation is treated the same way,
+// unless req.Detached.
 func (k *Kernel) Do(ctx context.Context, req Request) (*Result, error) {
 	code, timeout := req.Code, req.Timeout
 	if !k.mu.TryLock() {
@@ -466,6 +472,9 @@ func (k *Kernel) Do(ctx context.Context, req Request) (*Result, error) {
 		grace = time.After(cmp.Or(k.cfg.Grace, 2*time.Second))
 	}
 	done := ctx.Done()
+	if req.Detached {
+		done = nil
+	}
 	for {
 		select {
 		case f, ok := <-k.frames:
