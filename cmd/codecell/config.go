@@ -156,5 +156,6 @@ func (r *renderFlags) options() (llm.Options, error) {
 	if err != nil {
 		return llm.Options{}, fmt.Errorf("--llm-max-image-bytes: %w", err)
 	}
-	return llm.Options{MaxChars: r.chars, MaxImageEdge: r.edge, MaxImageBytes: int(n)}, nil
+	// Two large images at once, however many requests carry them.
+	return llm.Options{MaxChars: r.chars, MaxImageEdge: r.edge, MaxImageBytes: int(n), Decodes: make(chan struct{}, 2)}, nil
 }

@@ -44,6 +44,10 @@ func shapeImage(raw []byte, opt Options) (Block, error) {
 	if format == "png" && max(cfg.Width, cfg.Height) <= opt.MaxImageEdge && len(raw) <= opt.MaxImageBytes {
 		return pngBlock(raw, cfg.Width, cfg.Height), nil // already fits: keep it exactly
 	}
+	if opt.Decodes != nil {
+		opt.Decodes <- struct{}{}
+		defer func() { <-opt.Decodes }()
+	}
 	src, _, err := image.Decode(bytes.NewReader(raw))
 	if err != nil {
 		return Block{}, fmt.Errorf("%d bytes: %w", len(raw), err)

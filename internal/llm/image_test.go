@@ -11,6 +11,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestImageDownscale(t *testing.T) {
@@ -165,4 +166,35 @@ func describe(bs []Block) string {
 		}
 	}
 	return "[" + strings.Join(out, "; ") + "]"
+}
+
+// TestImageDecodesBounded: an image that must be decoded waits for a slot
+// of Options.Decodes; one that already fits does not decode and does not
+// wait.
+func TestImageDecodesBounded(t *testing.T) {
+	var big, small bytes.Buffer
+	png.Encode(&big, image.NewGray(image.Rect(0, 0, 2000, 100)))
+	png.Encode(&small, image.NewGray(image.Rect(0, 0, 10, 10)))
+	opt := Options{Decodes: make(chan struct{}, 1)}
+	opt.Decodes <- struct{}{} // every slot taken
+	if _, err := Image(small.Bytes(), opt); err != nil {
+		t.Fatalf("an image that fits: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Image(big.Bytes(), opt)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("an image was decoded while every slot was taken (err %v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	<-opt.Decodes
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(opt.Decodes) != 0 {
+		t.Error("the slot was not given back")
+	}
 }

@@ -21,6 +21,10 @@ type Options struct {
 	MaxChars      int // characters (Unicode code points) of Rendering.Text; 0 means 20_000
 	MaxImageEdge  int // longest side of an image, px; 0 means 1024
 	MaxImageBytes int // per image after re-encoding; 0 means 400_000
+	// Decodes, if set, bounds the images being decoded and rescaled at
+	// once, across every Render sharing it: one may hold 160 MB (40
+	// megapixels). Its capacity is the bound.
+	Decodes chan struct{}
 }
 
 // Budget is the number of characters of text opt allows.
