@@ -36,6 +36,7 @@ func serveCmd(ctx context.Context, args []string) error {
 	defTimeout := fs.Duration("default-timeout", envDuration("CODECELL_DEFAULT_TIMEOUT", 30*time.Second), "execution timeout when a request gives none (CODECELL_DEFAULT_TIMEOUT)")
 	maxTimeout := fs.Duration("max-timeout", envDuration("CODECELL_MAX_TIMEOUT", 900*time.Second), "largest execution timeout a request may ask for (CODECELL_MAX_TIMEOUT)")
 	maxBody := fs.String("max-body", env("CODECELL_MAX_BODY", "16M"), "largest JSON request body (CODECELL_MAX_BODY)")
+	bodyTimeout := fs.Duration("body-timeout", envDuration("CODECELL_BODY_TIMEOUT", time.Minute), "time a client has to send a JSON body, 15 times that for an upload; slower clients get 408 (CODECELL_BODY_TIMEOUT)")
 	// AIO's own names for its warm pools are accepted too.
 	prewarmPy := fs.Int("prewarm-python", envInt("CODECELL_PREWARM_PYTHON", envInt("AIO_KERNEL_PREWARM", envInt("AIO_CODE_PREWARM", 1))),
 		"started Python kernels each sandbox keeps ready (CODECELL_PREWARM_PYTHON, AIO_KERNEL_PREWARM)")
@@ -111,6 +112,7 @@ func serveCmd(ctx context.Context, args []string) error {
 		Manager:        mgr,
 		APIKey:         *apiKey,
 		MaxBodyBytes:   bodyBytes,
+		BodyTimeout:    *bodyTimeout,
 		DefaultTimeout: *defTimeout,
 		MaxTimeout:     *maxTimeout,
 		Version:        version,

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -190,8 +191,10 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// isUpload is decided by the route alone: a Content-Type must not lift a
+// JSON route's body limit.
 func isUpload(r *http.Request) bool {
-	return strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") || strings.HasSuffix(r.URL.Path, "/upload")
+	return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/upload")
 }
 
 func (s *Server) authorized(r *http.Request) bool {
@@ -319,6 +322,9 @@ func asHTTPError(err error) *httpError {
 		return he
 	case errors.As(err, &tooBig):
 		return &httpError{status: http.StatusRequestEntityTooLarge, message: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The net error names the connection's addresses: not for clients.
+		return &httpError{status: http.StatusRequestTimeout, message: "the request body came too slowly: send it within the server's body timeout"}
 	}
 	return &httpError{status: statusOf(err), message: err.Error()}
 }
@@ -346,12 +352,33 @@ func statusOf(err error) int {
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, sandbox.ErrClosed):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return http.StatusRequestTimeout // the body came too slowly
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return 499 // the client went away
 	}
 	return http.StatusInternalServerError
+}
+
+// expectedKind names what a Go type takes, in JSON terms.
+func expectedKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return t.String()
 }
 
 // decode reads a JSON body into v, naming the field of a type error the way
@@ -370,7 +397,7 @@ func decode(r *http.Request, v any) error {
 		var se *json.SyntaxError
 		switch {
 		case errors.As(err, &te):
-			return invalid(cmp.Or(te.Field, "body"), fmt.Sprintf("expected %s, got a JSON %s", te.Type, te.Value), "type_error")
+			return invalid(cmp.Or(te.Field, "body"), fmt.Sprintf("expected %s, got a JSON %s", expectedKind(te.Type), te.Value), "type_error")
 		case len(bytes.TrimSpace(b)) == 0:
 			return invalid("body", "a JSON body is required", "missing")
 		case errors.As(err, &se):
