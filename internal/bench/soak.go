@@ -109,8 +109,14 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	time.Sleep(time.Second)
 	runtime.GC()
 	res.HeapAfterMB = heapMB()
+	var staged []string // temporary files of uploads, which end with the sandboxes
+	for _, sb := range srv.mgr.List() {
+		if n, err := sb.Files().Staged(); n > 0 || err != nil {
+			staged = append(staged, fmt.Sprintf("%d staged files in sandbox %s (%v)", n, sb.ID(), err))
+		}
+	}
 	srv.close()
-	res.Leaks = leftovers(dataDir, parent, uids)
+	res.Leaks = append(staged, leftovers(dataDir, parent, uids)...)
 	return res, nil
 }
 

@@ -811,8 +811,8 @@ func TestStaging(t *testing.T) {
 			}
 		}
 	}
-	if ents, _ := os.ReadDir(e.staging); len(ents) != 1 {
-		t.Errorf("staging holds %d files during a write, want 1", len(ents))
+	if n, err := e.fs.Staged(); n != 1 || err != nil {
+		t.Errorf("Staged() = %d, %v during a write, want 1", n, err)
 	}
 	close(r.release)
 	if err := <-errc; err == nil {
@@ -820,6 +820,9 @@ func TestStaging(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(e.tmp, "up.csv")); !os.IsNotExist(err) {
 		t.Errorf("a failed upload left its target: %v", err)
+	}
+	if n, err := e.fs.Staged(); n != 0 || err != nil {
+		t.Errorf("Staged() = %d, %v after a failed write, want 0", n, err)
 	}
 
 	// A server killed mid-write leaves its staged file; the next New

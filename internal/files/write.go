@@ -204,6 +204,16 @@ func (f *FS) stage(ctx context.Context, dir *os.File, r io.Reader, mode fs.FileM
 	return st, nil
 }
 
+// Staged counts the files in Config.Staging: writes in progress, or left by
+// a bug. 0 without Config.Staging.
+func (f *FS) Staged() (int, error) {
+	if f.cfg.Staging == "" {
+		return 0, nil
+	}
+	ents, err := os.ReadDir(f.cfg.Staging)
+	return len(ents), err
+}
+
 // Size is the number of bytes staged.
 func (s *Staged) Size() int64 { return s.size }
 
