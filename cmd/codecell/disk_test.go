@@ -17,17 +17,6 @@ import (
 	"github.com/codecell/codecell/client"
 )
 
-// faultParent is a cgroup parent of this test process, removed at the end.
-func faultParent(t *testing.T, name string) string {
-	parent := fmt.Sprintf("codecell-%s-%d", name, os.Getpid())
-	t.Cleanup(func() {
-		for _, ctl := range []string{"", "memory", "pids", "cpu", "freezer"} {
-			os.Remove(filepath.Join("/sys/fs/cgroup", ctl, parent))
-		}
-	})
-	return parent
-}
-
 func readAllFile(ctx context.Context, sb *client.Client, p string) ([]byte, error) {
 	r, err := sb.ReadFile(ctx, p)
 	if err != nil {
@@ -60,14 +49,11 @@ func TestDataDiskFull(t *testing.T) {
 			t.Errorf("unmounting the data disk: %v: %s", err, out)
 		}
 	})
-	srv, url, exited := serveAt(t, bin, dataDir, faultParent(t, "disktest"), "--disk", "64M")
+	srv, url, exited := serveAt(t, bin, dataDir, cgroupParent(t, "disktest"), "--disk", "64M")
 	defer stopServer(t, srv, exited)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := client.New(url, client.WithAPIKey(cliTestKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, url)
 	if _, err := c.CreateSandbox(ctx, client.SandboxRequest{ID: "a"}); err != nil {
 		t.Fatal(err)
 	}
@@ -150,14 +136,11 @@ func TestCrashMidUpload(t *testing.T) {
 	requireJail(t)
 	bin := buildBinary(t)
 	dataDir := newDataDir(t)
-	parent := faultParent(t, "crashtest")
+	parent := cgroupParent(t, "crashtest")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	srv1, url1, exited1 := serveAt(t, bin, dataDir, parent)
-	c1, err := client.New(url1, client.WithAPIKey(cliTestKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c1 := newClient(t, url1)
 	if _, err := c1.CreateSandbox(ctx, client.SandboxRequest{ID: "up"}); err != nil {
 		t.Fatal(err)
 	}
@@ -211,10 +194,7 @@ func TestCrashMidUpload(t *testing.T) {
 
 	srv2, url2, exited2 := serveAt(t, bin, dataDir, parent)
 	defer stopServer(t, srv2, exited2)
-	c2, err := client.New(url2, client.WithAPIKey(cliTestKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c2 := newClient(t, url2)
 	sb := c2.Sandbox("up")
 	defer c2.DeleteSandbox(context.WithoutCancel(ctx), "up")
 	l, err := sb.ListFiles(ctx, "/tmp/data")

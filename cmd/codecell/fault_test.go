@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/codecell/codecell/client"
-	"github.com/moby/sys/mountinfo"
 )
 
 // TestFaults: faults of a kernel, of clients and of their input, against
@@ -33,7 +32,7 @@ func TestFaults(t *testing.T) {
 	requireJail(t)
 	bin := buildBinary(t)
 	dataDir := newDataDir(t)
-	parent := faultParent(t, "faulttest")
+	parent := cgroupParent(t, "faulttest")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -45,10 +44,7 @@ func TestFaults(t *testing.T) {
 			stopServer(t, srv, exited)
 		}
 	}()
-	c, err := client.New(url, client.WithAPIKey(cliTestKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, url)
 	f := &faultServer{url: url, c: c, parent: parent, uids: map[int]bool{},
 		staging: filepath.Join(dataDir, "sandboxes", "default", "fs", "staging")}
 
@@ -75,13 +71,7 @@ func TestFaults(t *testing.T) {
 	}
 	stopped = true
 	stopServer(t, srv, exited)
-	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dataDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range mounts {
-		t.Errorf("still mounted after SIGTERM: %s", m.Mountpoint)
-	}
+	checkUnmounted(t, dataDir, "after SIGTERM")
 	if len(f.uids) == 0 {
 		t.Error("never saw a process of the sandbox's uid: the leak check below checks nothing")
 	}

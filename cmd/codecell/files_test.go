@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"image/png"
 	"os"
 	"os/exec"
@@ -26,14 +25,8 @@ const cliTestKey = "cli-test-key"
 // at the end.
 func startServer(t *testing.T, bin string, extra ...string) string {
 	t.Helper()
-	parent := fmt.Sprintf("codecell-clitest-%d", os.Getpid())
-	cmd, url, exited := serveAt(t, bin, newDataDir(t), parent, extra...)
-	t.Cleanup(func() {
-		stopServer(t, cmd, exited)
-		for _, ctl := range []string{"", "memory", "pids", "cpu", "freezer"} {
-			os.Remove(filepath.Join("/sys/fs/cgroup", ctl, parent))
-		}
-	})
+	cmd, url, exited := serveAt(t, bin, newDataDir(t), cgroupParent(t, "clitest"), extra...)
+	t.Cleanup(func() { stopServer(t, cmd, exited) })
 	return url
 }
 
@@ -77,10 +70,7 @@ func TestRunRemote(t *testing.T) {
 	}
 	// ^C during a session's cell interrupts the cell: the session stays,
 	// with its state, ready for the next run.
-	c, err := client.New(url, client.WithAPIKey(cliTestKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, url)
 	long := exec.Command(bin, append(remote, "--session", "s1", "-")...)
 	long.Stdin = strings.NewReader("import time\ntime.sleep(60)")
 	if err := long.Start(); err != nil {
@@ -261,10 +251,7 @@ func TestDoctorServer(t *testing.T) {
 	requireJail(t)
 	bin := buildBinary(t)
 	url := startServer(t, bin)
-	c, err := client.New(url, client.WithAPIKey(cliTestKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, url)
 	ctx := context.Background()
 	if _, err := c.Execute(ctx, client.ExecuteRequest{Language: client.Python, SessionID: "d", Code: "held = bytearray(48 << 20)"}); err != nil {
 		t.Fatal(err)

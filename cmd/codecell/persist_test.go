@@ -58,6 +58,40 @@ func serveAt(t *testing.T, bin, dataDir, parent string, extra ...string) (*exec.
 	return cmd, "http://" + addr, exited
 }
 
+// newClient is a client of the server at url, with the tests' key.
+func newClient(t *testing.T, url string) *client.Client {
+	t.Helper()
+	c, err := client.New(url, client.WithAPIKey(cliTestKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// cgroupParent is a cgroup parent for the servers of one test of this
+// process, removed at the end.
+func cgroupParent(t *testing.T, name string) string {
+	parent := fmt.Sprintf("codecell-%s-%d", name, os.Getpid())
+	t.Cleanup(func() {
+		for _, ctl := range []string{"", "memory", "pids", "cpu", "freezer"} {
+			os.Remove(filepath.Join("/sys/fs/cgroup", ctl, parent))
+		}
+	})
+	return parent
+}
+
+// checkUnmounted fails if anything is mounted under dataDir.
+func checkUnmounted(t *testing.T, dataDir, when string) {
+	t.Helper()
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		t.Errorf("still mounted %s: %s", when, m.Mountpoint)
+	}
+}
+
 // stopServer stops a server of serveAt with SIGTERM, as an operator does,
 // and fails unless it exits cleanly within a minute.
 func stopServer(t *testing.T, cmd *exec.Cmd, exited <-chan error) {
@@ -82,20 +116,12 @@ func TestPersistAcrossCrash(t *testing.T) {
 	requireJail(t)
 	bin := buildBinary(t)
 	dataDir := newDataDir(t)
-	parent := fmt.Sprintf("codecell-persisttest-%d", os.Getpid())
-	t.Cleanup(func() {
-		for _, ctl := range []string{"", "memory", "pids", "cpu", "freezer"} {
-			os.Remove(filepath.Join("/sys/fs/cgroup", ctl, parent))
-		}
-	})
+	parent := cgroupParent(t, "persisttest")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
 	srv1, url1, exited1 := serveAt(t, bin, dataDir, parent)
-	c1, err := client.New(url1, client.WithAPIKey(cliTestKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c1 := newClient(t, url1)
 	if _, err := c1.CreateSandbox(ctx, client.SandboxRequest{ID: "keep", Labels: map[string]string{"team": "x"}, TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
@@ -128,10 +154,7 @@ func TestPersistAcrossCrash(t *testing.T) {
 			}
 		}
 	}()
-	c2, err := client.New(url2, client.WithAPIKey(cliTestKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c2 := newClient(t, url2)
 	list, err := c2.ListSandboxes(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -172,23 +195,14 @@ func TestPersistAcrossCrash(t *testing.T) {
 
 	stopped = true
 	stopServer(t, srv2, exited2)
-	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dataDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range mounts {
-		t.Errorf("still mounted after SIGTERM: %s", m.Mountpoint)
-	}
+	checkUnmounted(t, dataDir, "after SIGTERM")
 
 	// Clean up: a last server deletes the sandbox.
 	srv3, url3, exited3 := serveAt(t, bin, dataDir, parent)
-	c3, _ := client.New(url3, client.WithAPIKey(cliTestKey))
+	c3 := newClient(t, url3)
 	if err := c3.DeleteSandbox(ctx, "keep"); err != nil {
 		t.Error(err)
 	}
-	srv3.Process.Signal(syscall.SIGTERM)
-	<-exited3
-	if mounts, _ := mountinfo.GetMounts(mountinfo.PrefixFilter(dataDir)); len(mounts) != 0 {
-		t.Errorf("still mounted after deleting: %v", mounts[0].Mountpoint)
-	}
+	stopServer(t, srv3, exited3)
+	checkUnmounted(t, dataDir, "after deleting")
 }
