@@ -613,13 +613,13 @@ func (s *Sandbox) RunRequest(ctx context.Context, lang kernel.Language, req kern
 		}
 		res, err := k.Do(ctx, req)
 		s.discard(k)
-		s.account(res)
 		// A fresh kernel that died before it began the cell (its zygote was
 		// killed at that moment) ran none of it: running it on another one
 		// is safe, once.
 		if err == nil && res.Died && !res.Started && attempt == 0 && ctx.Err() == nil {
 			continue
 		}
+		s.account(res)
 		return res, err
 	}
 }
