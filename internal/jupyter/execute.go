@@ -3,7 +3,9 @@ package jupyter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 )
 
 // ExecuteOptions configures one Execute.
@@ -15,9 +17,10 @@ type ExecuteOptions struct {
 	StoreHistory *bool
 	// Stdin, if set, answers the code's requests for input (Python's
 	// input()); without it the kernel refuses them. It runs on a goroutine
-	// of its own and should return when Execute's context is done. If it
-	// fails, Execute returns its error and the kernel keeps waiting for
-	// input until it is interrupted.
+	// of its own and should return when Execute's context is done. io.EOF
+	// answers the end of input ("\x04", which ipykernel raises as
+	// EOFError). If it fails otherwise, Execute returns its error and the
+	// kernel keeps waiting for input until it is interrupted.
 	Stdin func(prompt string, password bool) (string, error)
 	// ContinueOnError sends stop_on_error false. By default a kernel
 	// whose cell fails aborts the execute requests queued behind it; but
@@ -96,6 +99,9 @@ func (c *Client) execute(ctx context.Context, code string, opts ExecuteOptions, 
 		var r *Message
 		select {
 		case a := <-answers:
+			if errors.Is(a.err, io.EOF) {
+				a.value, a.err = "\x04", nil
+			}
 			if a.err != nil {
 				return ExecuteReply{}, fmt.Errorf("reading stdin: %w", a.err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -305,6 +306,13 @@ func testStdin(t *testing.T, c *Client) {
 	})
 	if r.Status != "ok" || prompt != "name?" || !strings.Contains(out.stream, "hello gopher") {
 		t.Errorf("reply %+v, prompt %q, output %q", r, prompt, out.stream)
+	}
+	// The end of input is an EOFError in the cell, not a stuck kernel.
+	r, _ = run(t, c, "input('more?')", ExecuteOptions{
+		Stdin: func(string, bool) (string, error) { return "", io.EOF },
+	})
+	if r.Status != "error" || r.Ename != "EOFError" {
+		t.Errorf("input at the end of stdin: %+v, want EOFError", r)
 	}
 }
 

@@ -11,8 +11,8 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -328,7 +328,7 @@ func stdinLines(text string) func(string, bool) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(lines) == 0 || lines[0] == "" {
-			return "", errors.New("EOF when reading a line")
+			return "", io.EOF // EOFError in the cell, as a closed stdin gives
 		}
 		l := lines[0]
 		lines = lines[1:]

@@ -112,6 +112,15 @@ func TestJupyterKernels(t *testing.T) {
 				t.Errorf("complete %q: %+v, %v", tc.completeCode, c, err)
 			}
 
+			if tc.spec == "python3" {
+				// Input past the end of stdin is an EOFError; the kernel lives on.
+				res, err := sess.Execute(context.Background(), kernel.Request{Stdin: "one\n", Timeout: 90 * time.Second,
+					Code: "a = input()\ntry:\n    input()\nexcept EOFError:\n    print('EOF after', a)"})
+				if err != nil || res.Text("stdout") != "EOF after one\n" {
+					t.Errorf("input past the end of stdin: %+v, %v", res, err)
+				}
+			}
+
 			// An interrupt stops the cell and keeps the state.
 			done := make(chan *kernel.Result)
 			go func() { done <- exec(tc.sleep) }()
