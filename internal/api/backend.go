@@ -88,6 +88,21 @@ func (s *Server) resolve(ctx context.Context, l kernel.Language) kernel.Language
 	return l
 }
 
+// resolveSession is resolve for session id of sb: a Python session that
+// exists keeps the backend it started on, though the remote server came or
+// went since, since its state lives there. Sessions are per language, so
+// following the backend would silently give the caller a new, empty one.
+func (s *Server) resolveSession(ctx context.Context, sb *sandbox.Sandbox, l kernel.Language, id string) kernel.Language {
+	if l == kernel.Python && id != "" {
+		for _, on := range []kernel.Language{kernel.Python, kernel.Jupyter(pythonKernel), kernel.Remote(pythonKernel)} {
+			if _, _, err := sb.OpenSession(on, id, false); err == nil {
+				return on
+			}
+		}
+	}
+	return s.resolve(ctx, l)
+}
+
 // jupyterKernel maps a kernel_name to what runs it: "" and python3 (or
 // python) follow the code backend, other names are kernelspecs run in
 // jails. An unknown name is a 422 that lists the available ones.

@@ -150,7 +150,7 @@ func (s *Server) codeCreateSession(w http.ResponseWriter, r *http.Request, sb *s
 // startSession opens a session and starts its kernel, so that errors show
 // now and the first execution is fast.
 func (s *Server) startSession(r *http.Request, sb *sandbox.Sandbox, lang kernel.Language, id string) (sandbox.SessionInfo, bool, error) {
-	lang = s.resolve(r.Context(), lang)
+	lang = s.resolveSession(r.Context(), sb, lang, id)
 	if err := s.runtime.check(lang); err != nil {
 		return sandbox.SessionInfo{}, false, err
 	}

@@ -42,7 +42,7 @@ type execOutcome struct {
 // execute runs a request in sb: in its session if it names one (created on
 // first use), else in a fresh kernel discarded afterwards.
 func (s *Server) execute(ctx context.Context, sb *sandbox.Sandbox, req execRequest) (*execOutcome, error) {
-	req.lang = s.resolve(ctx, req.lang)
+	req.lang = s.resolveSession(ctx, sb, req.lang, req.sessionID)
 	if err := s.runtime.check(req.lang); err != nil {
 		return nil, err
 	}

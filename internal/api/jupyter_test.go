@@ -122,9 +122,48 @@ func TestRemoteJupyter(t *testing.T) {
 	}
 }
 
+// TestRemoteComesUp: with the auto backend, a Python session made while the
+// remote server was down stays on the native driver with its state once
+// the server is up, while new work goes to the server.
+func TestRemoteComesUp(t *testing.T) {
+	base, token, start := jupyterServer(t)
+	srv, err := jupyter.NewServer(base, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := newServer(t, serverOpts{remote: srv})
+	ts.must(t, 200, "POST", "/v2/code/execute", map[string]any{"language": "python", "session_id": "n", "code": "x = 41"})
+	start()
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		if ts.must(t, 200, "GET", "/v1/jupyter/info", nil).data()["backend"] == "remote" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the remote server never became the backend")
+		}
+	}
+	r := ts.must(t, 200, "POST", "/v2/code/execute", map[string]any{"language": "python", "session_id": "n",
+		"code": "import os\nprint(os.environ.get('CODECELL_TEST_REMOTE'))\nx + 1"})
+	if d := r.data(); d["stdout"] != "None\n" || !strings.Contains(string(r.raw), `"text/plain":"42"`) {
+		t.Errorf("the native session after the remote came up: %s", r.raw)
+	}
+	r = ts.must(t, 200, "POST", "/v2/code/execute", map[string]any{"language": "python", "code": "import os\nprint(os.environ.get('CODECELL_TEST_REMOTE'))"})
+	if d := r.data(); d["stdout"] != "here\n" {
+		t.Errorf("a one-shot run once the remote is up: %s", r.raw)
+	}
+}
+
 // startJupyterServer starts a Jupyter Server on a free loopback port, with
 // CODECELL_TEST_REMOTE=here in its kernels' environment.
 func startJupyterServer(t *testing.T) (base, token string) {
+	t.Helper()
+	base, token, start := jupyterServer(t)
+	start()
+	return base, token
+}
+
+// jupyterServer is startJupyterServer, started later by start.
+func jupyterServer(t *testing.T) (base, token string, start func()) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -140,19 +179,22 @@ func startJupyterServer(t *testing.T) (base, token string) {
 		"--ServerApp.token="+token, "--ServerApp.port="+port, "--ServerApp.ip=127.0.0.1", "--ServerApp.root_dir="+dir)
 	cmd.Env = append(os.Environ(), "HOME="+dir, "JUPYTER_CONFIG_DIR="+filepath.Join(dir, "config"), "JUPYTER_DATA_DIR="+filepath.Join(dir, "data"),
 		"JUPYTER_RUNTIME_DIR="+filepath.Join(dir, "runtime"), "IPYTHONDIR="+filepath.Join(dir, "ipython"), "CODECELL_TEST_REMOTE=here")
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting jupyter_server (python3-jupyter-server): %v", err)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-			<-done
+	start = func() {
+		t.Helper()
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("starting jupyter_server (python3-jupyter-server): %v", err)
 		}
-	})
-	return "http://127.0.0.1:" + port, token
+		t.Cleanup(func() {
+			syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+				<-done
+			}
+		})
+	}
+	return "http://127.0.0.1:" + port, token, start
 }
