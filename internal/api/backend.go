@@ -41,6 +41,11 @@ func ParseBackend(s string) (string, error) {
 // pythonKernel is the kernelspec name for Python, as Jupyter calls it.
 const pythonKernel = "python3"
 
+// pythonBackends are the languages Python code may run as.
+func pythonBackends() []kernel.Language {
+	return []kernel.Language{kernel.Python, kernel.Jupyter(pythonKernel), kernel.Remote(pythonKernel)}
+}
+
 // remoteProbe remembers for a while whether the remote server answered.
 type remoteProbe struct {
 	mu    sync.Mutex
@@ -94,7 +99,7 @@ func (s *Server) resolve(ctx context.Context, l kernel.Language) kernel.Language
 // following the backend would silently give the caller a new, empty one.
 func (s *Server) resolveSession(ctx context.Context, sb *sandbox.Sandbox, l kernel.Language, id string) kernel.Language {
 	if l == kernel.Python && id != "" {
-		for _, on := range []kernel.Language{kernel.Python, kernel.Jupyter(pythonKernel), kernel.Remote(pythonKernel)} {
+		for _, on := range pythonBackends() {
 			if _, _, err := sb.OpenSession(on, id, false); err == nil {
 				return on
 			}

@@ -200,9 +200,10 @@ func (s *Server) findSession(r *http.Request, sb *sandbox.Sandbox) (*sandbox.Ses
 		}
 		langs = []kernel.Language{l}
 	}
-	// Python sessions may run on another backend's kernel.
-	if py := s.resolve(r.Context(), kernel.Python); py != kernel.Python && slices.Contains(langs, kernel.Python) {
-		langs = append([]kernel.Language{py}, langs...)
+	// A Python session may run on any backend's kernel: the current
+	// backend's first.
+	if slices.Contains(langs, kernel.Python) {
+		langs = slices.Concat([]kernel.Language{s.resolve(r.Context(), kernel.Python)}, pythonBackends(), langs)
 	}
 	var err error
 	for _, l := range langs {
