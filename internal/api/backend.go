@@ -41,10 +41,6 @@ func ParseBackend(s string) (string, error) {
 // pythonKernel is the kernelspec name for Python, as Jupyter calls it.
 const pythonKernel = "python3"
 
-// pythonBackends are the languages Python code may run as.
-func pythonBackends() []kernel.Language {
-	return []kernel.Language{kernel.Python, kernel.Jupyter(pythonKernel), kernel.Remote(pythonKernel)}
-}
 
 // remoteProbe remembers for a while whether the remote server answered.
 type remoteProbe struct {
@@ -99,7 +95,7 @@ func (s *Server) resolve(ctx context.Context, l kernel.Language) kernel.Language
 // following the backend would silently give the caller a new, empty one.
 func (s *Server) resolveSession(ctx context.Context, sb *sandbox.Sandbox, l kernel.Language, id string) kernel.Language {
 	if l == kernel.Python && id != "" {
-		for _, on := range pythonBackends() {
+		for _, on := range s.pythonSearch(ctx) {
 			if _, _, err := sb.OpenSession(on, id, false); err == nil {
 				return on
 			}
@@ -108,14 +104,20 @@ func (s *Server) resolveSession(ctx context.Context, sb *sandbox.Sandbox, l kern
 	return s.resolve(ctx, l)
 }
 
+// pythonSearch is where to look for a Python session by id: the current
+// backend's language first, then every other.
+func (s *Server) pythonSearch(ctx context.Context) []kernel.Language {
+	return []kernel.Language{s.resolve(ctx, kernel.Python), kernel.Python, kernel.Jupyter(pythonKernel), kernel.Remote(pythonKernel)}
+}
+
 // jupyterKernel maps a kernel_name to what runs it: "" and python3 (or
-// python) follow the code backend, other names are kernelspecs run in
-// jails. An unknown name is a 422 that lists the available ones.
-func (s *Server) jupyterKernel(ctx context.Context, name string) (kernel.Language, error) {
+// python) are Python, which follows the code backend when it runs
+// (resolveSession), other names are kernelspecs run in jails. An unknown
+// name is a 422 that lists the available ones.
+func (s *Server) jupyterKernel(name string) (kernel.Language, error) {
 	switch strings.ToLower(name) {
 	case "", pythonKernel, "python":
-		l, _ := s.python(ctx)
-		return l, nil
+		return kernel.Python, nil
 	}
 	if _, ok := s.cfg.Manager.Config().Sandbox.KernelSpecs[name]; ok {
 		return kernel.Jupyter(name), nil

@@ -203,7 +203,7 @@ func (s *Server) findSession(r *http.Request, sb *sandbox.Sandbox) (*sandbox.Ses
 	// A Python session may run on any backend's kernel: the current
 	// backend's first.
 	if slices.Contains(langs, kernel.Python) {
-		langs = slices.Concat([]kernel.Language{s.resolve(r.Context(), kernel.Python)}, pythonBackends(), langs)
+		langs = slices.Concat(s.pythonSearch(r.Context()), langs)
 	}
 	var err error
 	for _, l := range langs {

@@ -77,6 +77,9 @@ func (s *Server) execute(ctx context.Context, sb *sandbox.Sandbox, req execReque
 		queueWait = res.QueueWait
 	}
 	if req.llm || s.cfg.Audit != nil {
+		if req.detached {
+			ctx = context.WithoutCancel(ctx) // the cell ran for the record, client or not
+		}
 		o.written, _, _ = sb.Files().Changed(ctx, start, 0)
 	}
 	return o, nil

@@ -27,7 +27,7 @@ func (s *Server) jupyterExecute(w http.ResponseWriter, r *http.Request, sb *sand
 	if err := required("code", body.Code); err != nil {
 		return err
 	}
-	lang, err := s.jupyterKernel(r.Context(), deref(body.KernelName))
+	lang, err := s.jupyterKernel(deref(body.KernelName))
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (s *Server) jupyterCreateSession(w http.ResponseWriter, r *http.Request, sb
 			return err
 		}
 	}
-	lang, err := s.jupyterKernel(r.Context(), deref(body.KernelName))
+	lang, err := s.jupyterKernel(deref(body.KernelName))
 	if err != nil {
 		return err
 	}

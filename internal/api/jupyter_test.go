@@ -147,6 +147,10 @@ func TestRemoteComesUp(t *testing.T) {
 	if d := r.data(); d["stdout"] != "None\n" || !strings.Contains(string(r.raw), `"text/plain":"42"`) {
 		t.Errorf("the native session after the remote came up: %s", r.raw)
 	}
+	r = ts.must(t, 200, "POST", "/v1/jupyter/execute", map[string]any{"session_id": "n", "code": "x + 2"})
+	if !strings.Contains(string(r.raw), `"text/plain":"43"`) {
+		t.Errorf("the native session on the Jupyter route after the remote came up: %s", r.raw)
+	}
 	r = ts.must(t, 200, "POST", "/v2/code/execute", map[string]any{"language": "python", "code": "import os\nprint(os.environ.get('CODECELL_TEST_REMOTE'))"})
 	if d := r.data(); d["stdout"] != "here\n" {
 		t.Errorf("a one-shot run once the remote is up: %s", r.raw)
