@@ -41,7 +41,6 @@ func ParseBackend(s string) (string, error) {
 // pythonKernel is the kernelspec name for Python, as Jupyter calls it.
 const pythonKernel = "python3"
 
-
 // remoteProbe remembers for a while whether the remote server answered.
 type remoteProbe struct {
 	mu    sync.Mutex
