@@ -1,8 +1,9 @@
 // Package files is the file plane of one sandbox: it reads, writes, lists,
 // searches, moves and edits the files of the sandbox's two writable host
 // directories (home, seen by user code as /home/user, and tmp, seen as /tmp)
-// on behalf of the API, running as root on the host. It owns nothing but
-// those two directories and a bounded in-memory undo history for Edit.
+// on behalf of the API, running as root on the host. It owns those two
+// directories, a staging directory beside them that user code cannot see
+// (Config.Staging), and a bounded in-memory undo history for Edit.
 //
 // # Threat model
 //
@@ -10,8 +11,8 @@
 // which runs concurrently as the sandbox uid and can create, rename and swap
 // files, directories and symlinks at any moment, including between two
 // system calls made here. Nothing here may read, write, create, chown or
-// remove anything outside the two directories, block on a FIFO, or put a host
-// path in an error message.
+// remove anything outside the two directories and the staging directory,
+// block on a FIFO, or put a host path in an error message.
 //
 // # Defences
 //
@@ -30,9 +31,10 @@
 //     component, acted on by one *at system call on a descriptor of its
 //     parent directory (opened through the root) with O_NOFOLLOW or
 //     AT_SYMLINK_NOFOLLOW, so a symlink there is acted on as a link, never
-//     followed. Writes go to an O_EXCL temporary file in the same directory,
-//     which is then renamed over the target: a symlink or hard link at the
-//     target is replaced, never written through.
+//     followed. Writes go to an O_EXCL file in Config.Staging, out of user
+//     code's reach, whose mode and owner are set on its descriptor; it is
+//     then renamed over the target: a symlink or hard link at the target is
+//     replaced, never written through.
 //   - Files are opened O_NONBLOCK|O_NOCTTY and their type is checked on the
 //     opened descriptor (fstat), so FIFOs, sockets, devices and directories
 //     are refused without blocking and without a check-then-use race. (Opening

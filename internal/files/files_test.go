@@ -884,6 +884,31 @@ func TestStaging(t *testing.T) {
 	}
 }
 
+// TestStageUnstagedSwap: without Config.Staging a staged upload sits in
+// /tmp, where user code may swap its name for a link to a host file before
+// Commit: the link is moved as a link, and the host file's mode is not
+// touched (modes are set on the staged file's descriptor, never by name).
+func TestStageUnstagedSwap(t *testing.T) {
+	e := newEnv(t)
+	fs, err := New(Config{Home: e.home, Tmp: e.tmp, UID: testUID, GID: testGID})
+	must(t, err)
+	must(t, os.WriteFile(e.h("x"), []byte("old"), 0o640))
+	before, err := os.Stat(e.victim)
+	must(t, err)
+	st, err := fs.Stage(context.Background(), strings.NewReader("data"))
+	must(t, err)
+	staged := filepath.Join(e.tmp, st.name)
+	must(t, os.Remove(staged))
+	must(t, os.Symlink(e.victim, staged))
+	st.Commit("x")
+	if after, err := os.Stat(e.victim); err != nil || after.Mode() != before.Mode() {
+		t.Errorf("the host file's mode went from %v to %v (%v)", before.Mode(), after.Mode(), err)
+	}
+	if b, err := fs.ReadBytes(context.Background(), "x", 0); err == nil && string(b) != "old" && string(b) != "data" {
+		t.Errorf("x reads as %q", b)
+	}
+}
+
 func TestWriteAtomic(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()

@@ -152,6 +152,7 @@ func targetMode(dir *os.File, base string, mode fs.FileMode, exclusive bool) (fs
 type Staged struct {
 	f    *FS
 	dir  *os.File // Config.Staging, or the target's directory without it
+	file *os.File // open until placed or discarded: modes are set on it, never by name
 	name string
 	size int64
 }
@@ -192,12 +193,8 @@ func (f *FS) stage(ctx context.Context, dir *os.File, r io.Reader, mode fs.FileM
 		st.dir.Close()
 		return nil, err
 	}
-	file := os.NewFile(uintptr(fd), st.name)
-	st.size, err = f.fill(ctx, file, r, mode)
-	if cerr := file.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	st.file = os.NewFile(uintptr(fd), st.name)
+	if st.size, err = f.fill(ctx, st.file, r, mode); err != nil {
 		st.Discard()
 		return nil, err
 	}
@@ -226,6 +223,11 @@ func (s *Staged) Discard() {
 	// Without Config.Staging the name is in user code's directory; if user
 	// code took it meanwhile, what is removed is its own.
 	unix.Unlinkat(int(s.dir.Fd()), s.name, 0)
+	s.close()
+}
+
+func (s *Staged) close() {
+	s.file.Close()
 	s.dir.Close()
 	s.dir = nil
 }
@@ -257,7 +259,7 @@ func (s *Staged) Commit(p string) (*UploadResult, error) {
 	defer dir.Close()
 	mode, err := targetMode(dir, base, 0, false)
 	if err == nil {
-		err = unix.Fchmodat(int(s.dir.Fd()), s.name, uint32(mode), 0)
+		err = s.file.Chmod(mode)
 	}
 	if err == nil {
 		err = s.place(dir, base, false)
@@ -268,7 +270,7 @@ func (s *Staged) Commit(p string) (*UploadResult, error) {
 	return &UploadResult{FilePath: l.path, FileSize: s.size, Success: true}, nil
 }
 
-// place renames the staged file to base in dir.
+// place renames the staged file to base in dir, durably.
 func (s *Staged) place(dir *os.File, base string, exclusive bool) error {
 	sfd, dfd := int(s.dir.Fd()), int(dir.Fd())
 	flags := 0
@@ -286,9 +288,10 @@ func (s *Staged) place(dir *os.File, base string, exclusive bool) error {
 	if err != nil {
 		return err
 	}
-	s.dir.Close()
-	s.dir = nil
-	return nil
+	s.close()
+	// The rename must outlive a host crash as the content does: a file
+	// acknowledged to the client is not left behind in Staging.
+	return dir.Sync()
 }
 
 // fill copies r into the new file, within MaxFileBytes, makes it durable and
