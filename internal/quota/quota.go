@@ -81,7 +81,11 @@ type Config struct {
 	// ext4 aborts its journal and turns read-only. By default every block
 	// is reserved with fallocate(2) when the image is created, grown or
 	// reused, so that a full host disk is an error there (wrapping
-	// syscall.ENOSPC) and never inside a running sandbox.
+	// syscall.ENOSPC; EOPNOTSUPP where the host filesystem cannot reserve)
+	// and never inside a running sandbox. A reused image the host has no
+	// room to reserve is mounted unreserved. On copy-on-write filesystems
+	// (btrfs) a reservation does not cover rewrites, so there the promise
+	// holds only for blocks written once.
 	Sparse bool
 }
 
@@ -322,8 +326,9 @@ func (v *Volume) prepareImage(ctx context.Context) error {
 		}
 	}
 	// An image made sparse, or grown, gets its reservation now, before
-	// the filesystem may use the new blocks.
-	if err := v.reserveFile(v.image); err != nil {
+	// the filesystem may use the new blocks. One the host has no room
+	// for now is mounted as it is: refusing it would hide its files.
+	if err := v.reserveFile(v.image); err != nil && !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EOPNOTSUPP) {
 		return err
 	}
 	if !grow {

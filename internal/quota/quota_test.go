@@ -475,7 +475,9 @@ func TestHostFull(t *testing.T) {
 	} else if alloc := fi.Sys().(*syscall.Stat_t).Blocks * 512; alloc > 8*mib {
 		t.Errorf("a sparse 32 MiB image takes %d bytes of the host", alloc)
 	}
-	vs.Destroy(ctx)
+	if err := vs.Unmount(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	v, err := Mount(ctx, c)
 	if err != nil {
@@ -507,6 +509,12 @@ func TestHostFull(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(v.Tmp(), "after")); err != nil || string(b) != "still writable" {
 		t.Errorf("after re-mounting: %q, %v", b, err)
+	}
+	// A sparse image the full host cannot reserve is mounted as it is,
+	// rather than hiding its files.
+	sparse.Sparse = false
+	if vs, err = Mount(ctx, sparse); err != nil {
+		t.Errorf("re-mounting an unreserved image on a full host: %v", err)
 	}
 	if err := v.Destroy(ctx); err != nil {
 		t.Fatal(err)

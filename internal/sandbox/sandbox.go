@@ -252,9 +252,12 @@ func Create(ctx context.Context, cfg Config, opt Options) (_ *Sandbox, err error
 		GID:        s.uid,
 		Sparse:     cfg.SparseDisks,
 	})
-	if errors.Is(err, syscall.ENOSPC) {
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
 		// Host paths stay out of what clients see.
 		return nil, fmt.Errorf("sandbox %s: %w for its %d-byte disk", opt.ID, ErrNoSpace, lim.DiskBytes)
+	case errors.Is(err, syscall.EOPNOTSUPP):
+		return nil, fmt.Errorf("sandbox %s: the data directory's filesystem cannot reserve the sandbox's disk (fallocate: %w); use sparse disks (SparseDisks, codecell serve --sparse-disks)", opt.ID, syscall.EOPNOTSUPP)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: disk: %w", opt.ID, err)
