@@ -354,7 +354,11 @@ func TestSandboxes(t *testing.T) {
 	if d["status"] != "error" || !strings.Contains(fmt.Sprint(d["outputs"]), "OutOfMemory") {
 		t.Errorf("400 MiB in a 256 MiB sandbox: %v", d)
 	}
-	ts.must(t, 200, "GET", "/v2/sandboxes/alpha", nil)
+	// Its usage counts the OOM kill (also once the one-shot kernel's cgroup is gone).
+	time.Sleep(500 * time.Millisecond)
+	if u := ts.must(t, 200, "GET", "/v2/sandboxes/alpha", nil).data()["usage"].(map[string]any); u["oom_kills"] != 1.0 || u["executions"] != 2.0 {
+		t.Errorf("usage after an OOM kill: %v", u)
+	}
 	ts.must(t, 200, "DELETE", "/v2/sandboxes/alpha", nil)
 	ts.must(t, 404, "GET", "/v2/sandboxes/alpha", nil)
 	ts.must(t, 404, "POST", "/sandboxes/alpha/v2/code/execute", map[string]any{"language": "python", "code": "1"})

@@ -143,6 +143,7 @@ type Sandbox struct {
 	sessions sessions
 	cells    atomic.Int64      // executions since the sandbox was opened
 	cellCPU  atomic.Int64      // their CPU time, in nanoseconds
+	cellOOMs atomic.Int64      // those ended by the out-of-memory killer
 	pools    map[poolKey]*pool // fixed after Create
 	zyg      *zygote           // fork mode only; fixed after Create
 	closing  sync.WaitGroup    // kernels being cleaned up after a run
@@ -431,18 +432,17 @@ type Usage struct {
 	Pids          int64 // processes and threads now
 	Executions    int64
 	CPUTime       time.Duration // of those executions
-	OOMKills      int64
+	OOMKills      int64         // of those executions (a kernel's cgroup, which counts them, goes with it)
 	PidsLimitHits int64
 }
 
 // Usage reads the sandbox's cgroup (DiskUsage its disk). Counters the host
 // does not offer are 0.
 func (s *Sandbox) Usage() Usage {
-	u := Usage{Executions: s.cells.Load(), CPUTime: time.Duration(s.cellCPU.Load())}
+	u := Usage{Executions: s.cells.Load(), CPUTime: time.Duration(s.cellCPU.Load()), OOMKills: s.cellOOMs.Load()}
 	if s.cg != nil {
 		u.MemoryBytes, _ = s.cg.MemoryCurrent()
 		u.Pids, _ = s.cg.PidsCurrent()
-		u.OOMKills, _ = s.cg.OOMKills()
 		u.PidsLimitHits, _ = s.cg.PidsLimitHits()
 	}
 	return u
@@ -455,6 +455,9 @@ func (s *Sandbox) account(res *kernel.Result) {
 	}
 	s.cells.Add(1)
 	s.cellCPU.Add(int64(res.Usage.CPUTime))
+	if e := res.Error(); e != nil && e.Ename == kernel.EnameOutOfMemory {
+		s.cellOOMs.Add(1)
+	}
 }
 
 // Cgroup is the sandbox's resource group (nil in unsafe mode).
