@@ -178,8 +178,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // unread body cannot wait forever either.
 type deadlineBody struct {
 	io.ReadCloser
-	clear func()
-	done  bool
+	clear   func()
+	done    bool
+	expired bool // the deadline passed: whatever a reader made of that, it is a 408
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
@@ -187,6 +188,9 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	if err == io.EOF && !b.done {
 		b.done = true
 		b.clear()
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		b.expired = true
 	}
 	return n, err
 }
@@ -300,6 +304,11 @@ func (s *Server) errors(h func(w http.ResponseWriter, r *http.Request) error) ht
 		err := h(w, r)
 		if err == nil {
 			return
+		}
+		if b, ok := r.Body.(*deadlineBody); ok && b.expired {
+			// A multipart reader, for one, reports a cut-off header as
+			// malformed.
+			err = os.ErrDeadlineExceeded
 		}
 		he := asHTTPError(err)
 		if he.status >= 500 && he.status != http.StatusServiceUnavailable && he.status != http.StatusInsufficientStorage {

@@ -382,6 +382,20 @@ func TestSlowClient(t *testing.T) {
 	if !bytes.HasPrefix(reply, []byte("HTTP/1.1 408")) {
 		t.Errorf("slow body: %s, want 408", reply)
 	}
+	// An upload has 15 times as long, then a 408 that names no address,
+	// even when it stalls between two parts.
+	up, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	fmt.Fprintf(up, "POST /v2/fs/upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 1000\r\n\r\n"+
+		"--b\r\nContent-Disposition: form-data; name=\"path\"\r\n\r\n/tmp/slow.txt\r\n--b\r\nContent-Disp")
+	up.SetReadDeadline(time.Now().Add(60 * time.Second))
+	reply, _ = io.ReadAll(up)
+	if !bytes.HasPrefix(reply, []byte("HTTP/1.1 408")) || bytes.Contains(reply, []byte("127.0.0.1")) {
+		t.Errorf("slow upload: %s, want a 408 without addresses", reply)
+	}
 	d := ts.must(t, 200, "POST", "/v2/code/execute", map[string]any{"language": "python", "code": "import time; time.sleep(2.5); print('done')"}).data()
 	if d["stdout"] != "done\n" {
 		t.Errorf("an execution longer than the body deadline: %v", d)
