@@ -15,6 +15,7 @@ require (
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/prometheus/client_model v0.6.3
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/image v0.28.0
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1
@@ -27,7 +28,6 @@ require (
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
