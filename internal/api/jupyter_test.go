@@ -67,6 +67,19 @@ func strs(a []any) []string {
 	return out
 }
 
+// TestJupyterFullDisk: a Jupyter kernel that cannot have its run directory
+// because the sandbox filled its own disk is a 507 that names no host path.
+func TestJupyterFullDisk(t *testing.T) {
+	ts := newServer(t, serverOpts{})
+	ts.must(t, 201, "POST", "/v2/sandboxes", map[string]any{"id": "full", "limits": map[string]any{"disk_mb": 16}})
+	ts.must(t, 200, "POST", "/sandboxes/full/v2/code/execute", map[string]any{"language": "python",
+		"code": "i = 0\ntry:\n    while True:\n        open(f'/tmp/f{i}', 'wb').write(b'x' * 4096)\n        i += 1\nexcept OSError as e:\n    print(i, e)"})
+	r := ts.must(t, 507, "POST", "/sandboxes/full/v1/jupyter/execute", map[string]any{"code": "1", "kernel_name": "ir"})
+	if msg := string(r.raw); !strings.Contains(msg, "run directory") || strings.Contains(msg, "sandboxes/full") {
+		t.Errorf("a kernel start on a full disk: %s", msg)
+	}
+}
+
 // TestCodeBackendKernel: --code-backend kernel runs Python on the code
 // routes in ipykernel, in a jail.
 func TestCodeBackendKernel(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -563,15 +564,15 @@ func (s *Sandbox) startJupyter(ctx context.Context, name string, nice int) (*Ker
 	// against its quota.
 	spec.Run = filepath.Join(s.runDir(), "k"+n)
 	if err := os.MkdirAll(filepath.Dir(spec.Run), 0o711); err != nil {
-		return nil, fmt.Errorf("sandbox %s: run directory: %w", s.id, err)
+		return nil, s.runDirError(err)
 	}
 	if err := os.Mkdir(spec.Run, 0o700); err != nil {
-		return nil, fmt.Errorf("sandbox %s: run directory: %w", s.id, err)
+		return nil, s.runDirError(err)
 	}
 	k := &Kernel{run: spec.Run} // Close copes with no Interpreter yet
 	if err := os.Chown(spec.Run, s.uid, s.uid); err != nil {
 		k.Close()
-		return nil, fmt.Errorf("sandbox %s: run directory: %w", s.id, err)
+		return nil, s.runDirError(err)
 	}
 	if s.cg != nil {
 		cg, err := s.cg.Child("k" + n)
@@ -588,6 +589,19 @@ func (s *Sandbox) startJupyter(ctx context.Context, name string, nice int) (*Ker
 	}
 	k.Interpreter = jk
 	return k, nil
+}
+
+// runDirError is err, from making a kernel's run directory, without the
+// host path: a full disk is the sandbox's own (files.ErrNoSpace, a 507).
+func (s *Sandbox) runDirError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		err = files.ErrNoSpace
+	}
+	return fmt.Errorf("sandbox %s: making a kernel's run directory: %w", s.id, err)
 }
 
 // startRemote starts a kernel of the kernelspec name on the remote Jupyter
