@@ -72,8 +72,11 @@ func strs(a []any) []string {
 func TestJupyterFullDisk(t *testing.T) {
 	ts := newServer(t, serverOpts{})
 	ts.must(t, 201, "POST", "/v2/sandboxes", map[string]any{"id": "full", "limits": map[string]any{"disk_mb": 16}})
-	ts.must(t, 200, "POST", "/sandboxes/full/v2/code/execute", map[string]any{"language": "python",
-		"code": "i = 0\ntry:\n    while True:\n        open(f'/tmp/f{i}', 'wb').write(b'x' * 4096)\n        i += 1\nexcept OSError as e:\n    print(i, e)"})
+	// Filled to the last block by a session that stays, so that nothing
+	// of its kernel's is freed meanwhile.
+	ts.must(t, 200, "POST", "/sandboxes/full/v2/code/execute", map[string]any{"language": "python", "session_id": "filler",
+		"code": "import os\nfor make in (lambda i: open(f'/tmp/f{i}', 'wb').write(b'x' * 4096), lambda i: os.mkdir(f'/tmp/d{i}')):\n" +
+			"    try:\n        for i in range(1 << 20):\n            make(i)\n    except OSError as e:\n        print(e)"})
 	r := ts.must(t, 507, "POST", "/sandboxes/full/v1/jupyter/execute", map[string]any{"code": "1", "kernel_name": "ir"})
 	if msg := string(r.raw); !strings.Contains(msg, "run directory") || strings.Contains(msg, "sandboxes/full") {
 		t.Errorf("a kernel start on a full disk: %s", msg)

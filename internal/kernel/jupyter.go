@@ -136,9 +136,22 @@ func StartJupyter(ctx context.Context, cfg JupyterConfig) (*JupyterKernel, error
 		if client != nil {
 			client.Close()
 		}
+		var exited bool
+		select {
+		case <-proc.Done():
+			exited = true
+		default:
+		}
 		h.kill()
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case exited:
+			// What it said says why; the dial's error would only name
+			// host paths.
+			return nil, fmt.Errorf("%w: %s kernel exited before it answered: %s", ErrStartup, ks.Name, errs)
+		case dctx.Err() != nil:
+			return nil, fmt.Errorf("%w: %s kernel did not answer within %v: %s", ErrStartup, ks.Name, timeout, errs)
 		}
 		return nil, fmt.Errorf("%w: %s kernel: %w: %s", ErrStartup, ks.Name, err, errs)
 	}

@@ -56,6 +56,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
@@ -541,32 +542,39 @@ func (v *Volume) unmount(ctx context.Context) error {
 	// is still in use, after a lazy unmount, is only marked autoclear by
 	// the kernel and goes away with its last user.
 	if _, err := os.Stat(v.image); err == nil {
-		loops, err := v.loops(ctx)
-		if err != nil {
+		if _, err := v.detachLoops(ctx); err != nil {
 			return err
-		}
-		for _, dev := range loops {
-			stderr, err := v.output(ctx, "losetup", "-d", dev)
-			if err != nil && !strings.Contains(stderr, "No such device") {
-				return cmdError("detaching "+dev+" from "+v.image, "losetup", []string{"-d", dev}, err, stderr)
-			}
 		}
 	}
 	return nil
 }
 
+// detachLoops detaches the image's loop devices and waits a little for the
+// kernel to let them go, which it may do after losetup returns. It returns
+// those still attached: in use, after a lazy unmount.
+func (v *Volume) detachLoops(ctx context.Context) ([]string, error) {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		loops, err := v.loops(ctx)
+		if err != nil || len(loops) == 0 || time.Now().After(deadline) {
+			return loops, err
+		}
+		for _, dev := range loops {
+			// Frees an unused device; an in-use one is only marked autoclear.
+			_, _ = v.output(ctx, "losetup", "-d", dev)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // releaseLoops detaches stale loop devices of the image and fails if any is
 // still in use.
 func (v *Volume) releaseLoops(ctx context.Context, what string) error {
-	loops, err := v.loops(ctx)
-	if err != nil || len(loops) == 0 {
-		return err
-	}
-	for _, dev := range loops {
-		// Frees an unused device; an in-use one is only marked autoclear.
-		_, _ = v.output(ctx, "losetup", "-d", dev)
-	}
-	loops, err = v.loops(ctx)
+	loops, err := v.detachLoops(ctx)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"syscall"
@@ -180,5 +181,19 @@ func TestJupyterUnknownKernel(t *testing.T) {
 	_, err := sb.Run(context.Background(), kernel.Jupyter("cobol"), "1", 0)
 	if err == nil || !strings.Contains(err.Error(), "cobol") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestJupyterKernelExits: a kernel that exits before it answers is a
+// startup error that says what it printed, not the connection's host paths.
+func TestJupyterKernelExits(t *testing.T) {
+	cfg := jupyterConfig(t)
+	cfg.KernelSpecs["broken"] = jupyter.KernelSpec{Name: "broken", Language: "python",
+		Argv: []string{"/bin/sh", "-c", "echo 'cannot start: no room' >&2; exit 3"}}
+	sb := newSandbox(t, cfg, sandbox.Options{})
+	_, err := sb.Run(context.Background(), kernel.Jupyter("broken"), "1", 0)
+	if !errors.Is(err, kernel.ErrStartup) || !strings.Contains(err.Error(), "exited before it answered: cannot start: no room") ||
+		strings.Contains(err.Error(), sb.Home()[:strings.LastIndex(sb.Home(), "/")]) {
+		t.Errorf("err = %v", err)
 	}
 }
