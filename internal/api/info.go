@@ -105,7 +105,7 @@ func (s *Server) sandboxV2(w http.ResponseWriter, r *http.Request, sb *sandbox.S
 // GET /v1/sandbox: SandboxResponse, whose fields sit beside the envelope's.
 func (s *Server) sandboxV1(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) error {
 	py, node := s.runtime.of(kernel.Python), s.runtime.of(kernel.JavaScript)
-	used, total, _ := sb.DiskUsage()
+	info := s.sandboxInfo(sb)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"success":   true,
 		"message":   "ok",
@@ -125,8 +125,8 @@ func (s *Server) sandboxV1(w http.ResponseWriter, r *http.Request, sb *sandbox.S
 			},
 			"utils": []any{},
 		},
-		"sandbox": s.sandboxInfo(sb),
-		"disk":    map[string]int64{"used_bytes": used, "total_bytes": total},
+		"sandbox": info,
+		"disk":    info["disk"],
 	})
 	return nil
 }

@@ -353,16 +353,7 @@ var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
 
 // outputOf turns an iopub message into an output, if it is one.
 func outputOf(msg jupyter.Message) (Output, bool) {
-	var c struct {
-		Name           string         `json:"name"`
-		Text           string         `json:"text"`
-		Data           map[string]any `json:"data"`
-		Metadata       map[string]any `json:"metadata"`
-		ExecutionCount *int           `json:"execution_count"`
-		Ename          string         `json:"ename"`
-		Evalue         string         `json:"evalue"`
-		Traceback      []string       `json:"traceback"`
-	}
+	var c Output // the content's keys are Output's; only those of its type are kept
 	t := msg.Header.MsgType
 	switch t {
 	case "stream", "display_data", "execute_result", "error":
