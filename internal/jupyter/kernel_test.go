@@ -308,8 +308,11 @@ func testStdin(t *testing.T, c *Client) {
 		t.Errorf("reply %+v, prompt %q, output %q", r, prompt, out.stream)
 	}
 	// The end of input is an EOFError in the cell, not a stuck kernel.
+	// ContinueOnError, or the kernel aborts the next test's cell if it
+	// comes too soon.
 	r, _ = run(t, c, "input('more?')", ExecuteOptions{
-		Stdin: func(string, bool) (string, error) { return "", io.EOF },
+		ContinueOnError: true,
+		Stdin:           func(string, bool) (string, error) { return "", io.EOF },
 	})
 	if r.Status != "error" || r.Ename != "EOFError" {
 		t.Errorf("input at the end of stdin: %+v, want EOFError", r)
