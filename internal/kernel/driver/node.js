@@ -130,6 +130,13 @@ process.on('unhandledRejection', (err) => {
 // synchronously, vm's breakOnSigint throws inside the script instead; in
 // between (the cell has started but its script not yet), it is kept for
 // the script to throw as it starts.
+//
+// Node's vm leaves two short windows in which a SIGINT ends the process:
+// it removes these listeners (libuv restores SIG_DFL) before its watchdog
+// takes the signal, and its watchdog hands the signal to Node's exit
+// handler before they come back (lib/vm.js, src/node_watchdog.cc).
+// JavaScript cannot close them; a kernel that dies there is reported as
+// KernelDied and its session starts afresh.
 let interruptWait = null;
 process.on('SIGINT', () => {
   if (interruptWait) interruptWait();
