@@ -194,6 +194,16 @@ func TestMCPHTTP(t *testing.T) {
 		t.Errorf("Go client, a long output: isError %v, %d characters: %.300s", res.IsError, txt.Len(), txt.String())
 	}
 
+	// MCP is held to --max-timeout like the HTTP API.
+	res, err = cs.CallTool(ctx, &gomcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{
+		"language": "python", "code": "1", "timeout": 1e6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := res.Content[0].(*gomcp.TextContent); !res.IsError || !ok || !strings.Contains(c.Text, "at most 15m0s") {
+		t.Errorf("execute_code with a timeout of 1e6 s: isError %v, %+v", res.IsError, res.Content[0])
+	}
+
 	b, err := os.ReadFile(auditPath)
 	if err != nil {
 		t.Fatal(err)

@@ -95,6 +95,7 @@ func serveCmd(ctx context.Context, args []string) error {
 	cfg.MaxSessions = *maxSessions
 	cfg.Prewarm = map[kernel.Language]int{kernel.Python: *prewarmPy, kernel.JavaScript: *prewarmJS}
 	cfg.Limits.DefaultTimeout = *defTimeout
+	cfg.MaxTimeout = *maxTimeout
 	mgr := sandbox.NewManager(sandbox.ManagerConfig{Sandbox: cfg, MaxSandboxes: *maxSandboxes, SessionIdle: *idle, Logger: log})
 
 	runtimes := doctor.ProbeRuntimes(cfg)

@@ -357,7 +357,8 @@ func statusOf(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, sandbox.ErrCapacity), errors.Is(err, kernel.ErrBusy):
 		return http.StatusTooManyRequests
-	case errors.Is(err, sandbox.ErrInvalidID), errors.Is(err, sandbox.ErrNoKernel), errors.Is(err, kernel.ErrUnsupported):
+	case errors.Is(err, sandbox.ErrInvalidID), errors.Is(err, sandbox.ErrNoKernel), errors.Is(err, kernel.ErrUnsupported),
+		errors.Is(err, sandbox.ErrBadTimeout):
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, sandbox.ErrClosed):
 		return http.StatusServiceUnavailable

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"image/png"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -151,6 +152,36 @@ func TestBadInput(t *testing.T) {
 		res = execute(t, k, raw, 0)
 		if got := res.Text("stdout"); !strings.HasPrefix(got, "x\uFFFD") || !strings.HasSuffix(got, "y\n") {
 			t.Errorf("%s: raw invalid UTF-8 output = %q", lang, got)
+		}
+	}
+}
+
+// A timeout outside (0, MaxTimeout] is refused whoever asks, one-shot or
+// in a session, before any code runs.
+func TestTimeoutBounds(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxTimeout = time.Minute
+	sb := newSandbox(t, cfg, sandbox.Options{})
+	sess, _, err := sb.OpenSession(kernel.Python, "bounds", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		timeout time.Duration
+		ok      bool
+	}{
+		{0, true}, // the sandbox's default
+		{time.Minute, true},
+		{time.Minute + time.Nanosecond, false},
+		{-time.Second, false},
+		{math.MaxInt64, false},
+	} {
+		_, err := sb.Run(t.Context(), kernel.Python, "1", tt.timeout)
+		_, serr := sess.Execute(t.Context(), kernel.Request{Code: "1", Timeout: tt.timeout})
+		for what, err := range map[string]error{"one-shot": err, "session": serr} {
+			if tt.ok != (err == nil) || !tt.ok && !errors.Is(err, sandbox.ErrBadTimeout) {
+				t.Errorf("%s with timeout %v: %v", what, tt.timeout, err)
+			}
 		}
 	}
 }

@@ -56,6 +56,9 @@ var DefaultLimits = Limits{
 	DefaultTimeout: 30 * time.Second,
 }
 
+// DefaultMaxTimeout bounds cell timeouts when Config.MaxTimeout is 0.
+const DefaultMaxTimeout = 15 * time.Minute
+
 // Or fills l's zero fields from d.
 func (l Limits) Or(d Limits) Limits {
 	return Limits{
@@ -81,6 +84,9 @@ type Config struct {
 	// empty means "codecell".
 	CgroupParent string
 	Limits       Limits
+	// MaxTimeout is the longest timeout a cell may ask for; 0 means
+	// DefaultMaxTimeout. Every caller (HTTP, MCP, Go) is held to it here.
+	MaxTimeout time.Duration
 	// SparseDisks leaves sandbox disks sparse instead of reserving their
 	// whole size on the host (see quota.Config.Sparse): denser, but a full
 	// host disk then turns busy sandboxes' filesystems read-only.
@@ -617,6 +623,19 @@ func (s *Sandbox) startRemote(ctx context.Context, name string) (*Kernel, error)
 	return &Kernel{Interpreter: jk}, nil
 }
 
+// timeout is the timeout of a cell that asks for t: the sandbox's default
+// for 0, t itself up to the server's bound.
+func (s *Sandbox) timeout(t time.Duration) (time.Duration, error) {
+	max := cmp.Or(s.cfg.MaxTimeout, DefaultMaxTimeout)
+	switch {
+	case t == 0:
+		return s.limits.DefaultTimeout, nil
+	case t < 0 || t > max:
+		return 0, fmt.Errorf("%w: %v; it must be more than 0 and at most %v", ErrBadTimeout, t, max)
+	}
+	return t, nil
+}
+
 // Run executes code once in a fresh kernel that is destroyed afterwards,
 // with every process it started. timeout 0 means the sandbox's default.
 func (s *Sandbox) Run(ctx context.Context, lang kernel.Language, code string, timeout time.Duration) (*kernel.Result, error) {
@@ -625,7 +644,10 @@ func (s *Sandbox) Run(ctx context.Context, lang kernel.Language, code string, ti
 
 // RunRequest is Run with every option of a cell.
 func (s *Sandbox) RunRequest(ctx context.Context, lang kernel.Language, req kernel.Request) (*kernel.Result, error) {
-	req.Timeout = cmp.Or(req.Timeout, s.limits.DefaultTimeout)
+	var err error
+	if req.Timeout, err = s.timeout(req.Timeout); err != nil {
+		return nil, err
+	}
 	for attempt := 0; ; attempt++ {
 		k, err := s.kernel(ctx, lang, s.profileFor(lang, req.Code))
 		if err != nil {

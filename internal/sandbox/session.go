@@ -22,6 +22,8 @@ var (
 	ErrCapacity  = errors.New("capacity reached")
 	ErrInvalidID = errors.New("invalid id")
 	ErrNoKernel  = errors.New("no such kernel")
+	// ErrBadTimeout is a cell's timeout outside the server's bounds.
+	ErrBadTimeout = errors.New("invalid timeout")
 	// ErrSessionLost is the first execution on a session whose kernel was
 	// lost when the server restarted; the next one starts a fresh kernel.
 	ErrSessionLost = errors.New("session lost")
@@ -90,6 +92,10 @@ type Result struct {
 
 // Execute runs a cell in the session, starting its kernel if needed.
 func (s *Session) Execute(ctx context.Context, req kernel.Request) (*Result, error) {
+	var err error
+	if req.Timeout, err = s.sb.timeout(req.Timeout); err != nil {
+		return nil, err
+	}
 	queued := time.Now()
 	if err := s.queue.Lock(ctx); err != nil {
 		return nil, err
@@ -108,7 +114,6 @@ func (s *Session) Execute(ctx context.Context, req kernel.Request) (*Result, err
 	req.Cwd = cmp.Or(req.Cwd, s.cwd)
 	s.mu.Unlock()
 	s.setRunning(true)
-	req.Timeout = timeoutOr(req.Timeout, s.sb.limits.DefaultTimeout)
 	res, err := k.Do(ctx, req)
 	s.setRunning(false)
 	s.sb.account(res)
@@ -418,13 +423,6 @@ func newSessionID() string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func timeoutOr(t, def time.Duration) time.Duration {
-	if t > 0 {
-		return t
-	}
-	return def
 }
 
 // fifo is a lock granted in arrival order, so executions queued on one
