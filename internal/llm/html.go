@@ -17,7 +17,7 @@ func htmlText(s string) (string, []shape) {
 		// Only a failing reader makes Parse fail; a string reader does not.
 		return s, nil
 	}
-	var w htmlWriter
+	w := htmlWriter{cells: maxGridCells}
 	w.walk(doc)
 	return tidyLines(w.b.String()), w.tables
 }
@@ -27,6 +27,7 @@ type htmlWriter struct {
 	pre     int  // depth inside <pre>
 	midLine bool // text has been written on the current line
 	tables  []shape
+	cells   int // grid cells the tables may still lay out (see expand)
 }
 
 // dimsRE matches the footer pandas writes under a truncated DataFrame.
@@ -45,7 +46,7 @@ func (w *htmlWriter) walk(n *html.Node) {
 			w.newline()
 			return
 		case atom.Table:
-			md, sh := tableMarkdown(n)
+			md, sh := tableMarkdown(n, &w.cells)
 			w.newline()
 			w.b.WriteString("\n" + md + "\n\n")
 			w.tables = append(w.tables, sh)

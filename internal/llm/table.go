@@ -19,7 +19,8 @@ const (
 	tableHeadCols = 8
 	tableTailCols = 4
 	cellMaxChars  = 40
-	maxGridCols   = 5000 // bounds what hostile colspans can cost
+	maxGridCols   = 5000    // bounds what hostile colspans can cost in a row
+	maxGridCells  = 1 << 18 // and what spans can cost in all (see expand)
 )
 
 type cell struct {
@@ -30,7 +31,8 @@ type cell struct {
 
 // tableMarkdown renders an HTML table (such as pandas writes) as Markdown
 // and returns its shape in rows × data columns, the index not counted.
-func tableMarkdown(t *html.Node) (string, shape) {
+// It lays out at most *cells grid cells and takes them from *cells.
+func tableMarkdown(t *html.Node, cells *int) (string, shape) {
 	var head, body [][]cell
 	var visit func(n *html.Node, inHead bool)
 	visit = func(n *html.Node, inHead bool) {
@@ -57,7 +59,7 @@ func tableMarkdown(t *html.Node) (string, shape) {
 	for len(head) == 0 && len(body) > 0 && allTH(body[0]) {
 		head, body = body[:1], body[1:]
 	}
-	hg, bg := expand(head), expand(body)
+	hg, bg := expand(head, cells), expand(body, cells)
 
 	width := 0
 	for _, r := range slices.Concat(hg, bg) {
@@ -167,7 +169,10 @@ func span(n *html.Node, key string) int {
 
 // expand lays rows out on a grid, repeating a spanning cell's text in each
 // place it covers: a MultiIndex level then reads as it would in a CSV.
-func expand(rows [][]cell) [][]string {
+// Spans can make a grid far larger than its HTML (a few kilobytes of
+// rowspans and colspans cover millions of places), so once the *budget of
+// cells is spent, rows keep just their own cells, one place each.
+func expand(rows [][]cell, budget *int) [][]string {
 	type carry struct {
 		text string
 		left int
@@ -175,6 +180,14 @@ func expand(rows [][]cell) [][]string {
 	var down []carry // by column: text still spanning down from above
 	grid := make([][]string, 0, len(rows))
 	for _, r := range rows {
+		if *budget <= 0 {
+			out := make([]string, len(r))
+			for j, c := range r {
+				out[j] = c.text
+			}
+			grid = append(grid, out)
+			continue
+		}
 		var out []string
 		fill := func() {
 			for len(out) < len(down) && down[len(out)].left > 0 {
@@ -206,6 +219,7 @@ func expand(rows [][]cell) [][]string {
 				out = append(out, down[j].text)
 			}
 		}
+		*budget -= len(out)
 		grid = append(grid, out)
 	}
 	return grid

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -137,5 +138,22 @@ func TestTableSpans(t *testing.T) {
 	}
 	if !strings.Contains(r.Summary, "a 3×1 table") {
 		t.Errorf("summary %q", r.Summary)
+	}
+}
+
+// Spans cannot make a few kilobytes of HTML cost gigabytes: 5 cells of
+// 1000×1000 over 1000 rows would cover 5 million places, 50 times over.
+func TestTableSpansBounded(t *testing.T) {
+	block := "<tr>" + strings.Repeat(`<td colspan="1000" rowspan="1000">x</td>`, 5) + "</tr>" + strings.Repeat("<tr></tr>", 999)
+	h := "<table>" + strings.Repeat(block, 50) + "</table>"
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r := Render(okResult(result(map[string]any{"text/html": h})), nil, Options{})
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 256<<20 {
+		t.Errorf("rendering %d bytes of HTML allocated %d MB", len(h), alloc>>20)
+	}
+	if !strings.Contains(r.Summary, "a 50000×5000 table") || !strings.Contains(r.Text(), "| x | x |") {
+		t.Errorf("summary %q, text %.300q", r.Summary, r.Text())
 	}
 }
