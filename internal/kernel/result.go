@@ -185,6 +185,22 @@ func (r *Result) Text(stream string) string {
 	return b.String()
 }
 
+// Death is the error output saying why the kernel died during the cell
+// (its Ename is EnameOutOfMemory, EnameTimeout or EnameKernelDied), or nil
+// if it did not. An error the cell raised itself, whatever its name, is not
+// a death. A nil Result has none.
+func (r *Result) Death() *Output {
+	if r == nil || !r.Died {
+		return nil
+	}
+	for i := len(r.Outputs) - 1; i >= 0; i-- { // addDeath's output comes last
+		if r.Outputs[i].OutputType == "error" {
+			return &r.Outputs[i]
+		}
+	}
+	return nil
+}
+
 // Error returns the first error output, or nil.
 func (r *Result) Error() *Output {
 	for i := range r.Outputs {

@@ -122,6 +122,15 @@ func TestErrors(t *testing.T) {
 		res: &kernel.Result{Status: kernel.StatusError, Died: true, Outputs: []kernel.Output{
 			errOut(kernel.EnameOutOfMemory, "the kernel used more than its 2 GiB of memory", []string{"OutOfMemory: the kernel used more than its 2 GiB of memory"})}},
 		summary: []string{"Ran out of memory, so the kernel was killed and its state is lost"},
+	}, {
+		name: "out of memory after an error the cell caught",
+		res: &kernel.Result{Status: kernel.StatusError, Died: true, Outputs: []kernel.Output{errOut("ValueError", "bad", nil),
+			errOut(kernel.EnameOutOfMemory, "the kernel used more than its 2 GiB of memory", nil)}},
+		summary: []string{"Ran out of memory, so the kernel was killed and its state is lost"},
+	}, {
+		name:    "an error the cell raised, named like a death",
+		res:     &kernel.Result{Status: kernel.StatusError, ExecutionCount: 3, Outputs: []kernel.Output{errOut(kernel.EnameOutOfMemory, "mine", nil)}},
+		summary: []string{"Raised OutOfMemory: mine (execution 3)"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -59,6 +59,9 @@ func statusClause(res *kernel.Result, e *kernel.Output) string {
 	if res.ExecutionCount > 0 {
 		count = fmt.Sprintf(" (execution %d)", res.ExecutionCount)
 	}
+	if d := res.Death(); d != nil {
+		e = d // not an error the cell raised before
+	}
 	ename, evalue := "", ""
 	if e != nil {
 		ename, evalue = e.Ename, firstLine(e.Evalue, 120)
@@ -68,9 +71,9 @@ func statusClause(res *kernel.Result, e *kernel.Output) string {
 		return "Timed out and did not stop when interrupted, so the kernel was killed and its state is lost"
 	case res.Status == kernel.StatusTimeout:
 		return "Timed out" + count + ": the code did not finish within its time limit and was interrupted; the kernel and its variables are kept"
-	case ename == kernel.EnameOutOfMemory:
+	case res.Died && ename == kernel.EnameOutOfMemory:
 		return "Ran out of memory, so the kernel was killed and its state is lost"
-	case ename == kernel.EnameKernelDied || res.Died:
+	case res.Died:
 		why := ""
 		if evalue != "" {
 			why = " (" + evalue + ")"

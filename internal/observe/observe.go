@@ -59,16 +59,14 @@ func (r *Recorder) Record(e Execution) {
 		if e.Session != "" {
 			m.QueueWaitSeconds.Observe(e.QueueWait.Seconds())
 		}
-		if e.Result != nil {
-			if out := e.Result.Error(); out != nil {
-				switch out.Ename {
-				case kernel.EnameOutOfMemory:
-					m.KernelDeaths.WithLabelValues("out_of_memory").Inc()
-				case kernel.EnameTimeout:
-					m.KernelDeaths.WithLabelValues("timeout").Inc()
-				case kernel.EnameKernelDied:
-					m.KernelDeaths.WithLabelValues("died").Inc()
-				}
+		if d := e.Result.Death(); d != nil {
+			switch d.Ename {
+			case kernel.EnameOutOfMemory:
+				m.KernelDeaths.WithLabelValues("out_of_memory").Inc()
+			case kernel.EnameTimeout:
+				m.KernelDeaths.WithLabelValues("timeout").Inc()
+			default:
+				m.KernelDeaths.WithLabelValues("died").Inc()
 			}
 		}
 	}

@@ -54,8 +54,12 @@ func TestRecord(t *testing.T) {
 
 	ok := &kernel.Result{Status: kernel.StatusOK, Usage: kernel.Usage{CPUTime: 1500 * time.Millisecond, PeakMemoryBytes: 7 << 20},
 		Outputs: []kernel.Output{{OutputType: "stream", Name: "stdout", Text: "hello\n"}}}
-	died := &kernel.Result{Status: kernel.StatusError, Died: true,
-		Outputs: []kernel.Output{{OutputType: "error", Ename: kernel.EnameOutOfMemory, Evalue: "killed"}}}
+	// A death is counted by why the kernel died, not by the cell's first
+	// error; an error the cell raised is no death, whatever its name.
+	died := &kernel.Result{Status: kernel.StatusError, Died: true, Outputs: []kernel.Output{
+		{OutputType: "error", Ename: "ZeroDivisionError"}, {OutputType: "error", Ename: kernel.EnameOutOfMemory, Evalue: "killed"}}}
+	raised := &kernel.Result{Status: kernel.StatusError,
+		Outputs: []kernel.Output{{OutputType: "error", Ename: kernel.EnameTimeout}, {OutputType: "error", Ename: kernel.EnameKernelDied}}}
 	var many []string
 	for i := range 60 {
 		many = append(many, fmt.Sprintf("/tmp/f%d", i))
@@ -65,6 +69,7 @@ func TestRecord(t *testing.T) {
 		QueueWait: 20 * time.Millisecond, Result: ok, Code: "print('hello')", Files: many})
 	r.Record(Execution{Start: start, Sandbox: "sb", Language: kernel.Jupyter("ir"), Result: died, Code: "x"})
 	r.Record(Execution{Start: start, Sandbox: "sb", Language: kernel.JavaScript, Err: errors.New("no such session"), Code: "y"})
+	r.Record(Execution{Start: start, Sandbox: "sb", Language: kernel.Python, Result: raised, Code: "raise TimeoutError"})
 	(*Recorder)(nil).Record(Execution{Start: start, Language: kernel.Python, Result: ok})
 
 	for _, tt := range []struct {
@@ -79,8 +84,10 @@ func TestRecord(t *testing.T) {
 			t.Errorf("executions %v = %v, want %v", tt.labels, got, tt.want)
 		}
 	}
-	if got := testutil.ToFloat64(m.KernelDeaths.WithLabelValues("out_of_memory")); got != 1 {
-		t.Errorf("out-of-memory deaths = %v, want 1", got)
+	for why, want := range map[string]float64{"out_of_memory": 1, "timeout": 0, "died": 0} {
+		if got := testutil.ToFloat64(m.KernelDeaths.WithLabelValues(why)); got != want {
+			t.Errorf("%s deaths = %v, want %v", why, got, want)
+		}
 	}
 	// Only the session's execution waited in a queue.
 	var qw dto.Metric
@@ -96,8 +103,8 @@ func TestRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("%d audit lines, want 3:\n%s", len(lines), b)
+	if len(lines) != 4 {
+		t.Fatalf("%d audit lines, want 4:\n%s", len(lines), b)
 	}
 	var e audit.Entry
 	if err := json.Unmarshal([]byte(lines[0]), &e); err != nil {
