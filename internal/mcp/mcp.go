@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -38,7 +39,15 @@ type Config struct {
 	// guards /mcp; empty over stdio).
 	Recorder *observe.Recorder
 	KeyID    string
+	// SessionIdle is how long an MCP session over HTTP may stay idle
+	// before the server forgets it (the client then starts a new one); 0
+	// means DefaultSessionIdle. Clients that vanish without ending their
+	// session would otherwise hold it for the life of the server.
+	SessionIdle time.Duration
 }
+
+// DefaultSessionIdle is Config.SessionIdle's default.
+const DefaultSessionIdle = time.Hour
 
 // server holds what the tools share.
 type server struct {
@@ -59,7 +68,8 @@ func NewServer(cfg Config) *gomcp.Server {
 // Handler serves MCP over streamable HTTP.
 func Handler(cfg Config) http.Handler {
 	srv := NewServer(cfg)
-	return gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return srv }, nil)
+	return gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return srv },
+		&gomcp.StreamableHTTPOptions{SessionTimeout: cmp.Or(cfg.SessionIdle, DefaultSessionIdle)})
 }
 
 // RunStdio serves MCP on stdin and stdout until the client goes away or
