@@ -88,10 +88,7 @@ func (m *Manager) Create(ctx context.Context, opt Options) (*Sandbox, error) {
 
 	sb, err := Create(ctx, m.cfg.Sandbox, opt)
 	if err == nil {
-		m.mu.Lock()
-		db := m.db
-		m.mu.Unlock()
-		if db != nil {
+		if db := m.store(); db != nil {
 			sb.db = db
 			if err = db.Put(store.Sandboxes, sb.id, recordOf(sb)); err != nil {
 				err = fmt.Errorf("sandbox %s: recording it: %w", sb.id, err)
@@ -329,12 +326,20 @@ func recordOf(sb *Sandbox) sandboxRecord {
 		Created: sb.created, ExpiresAt: sb.ExpiresAt()}
 }
 
+// store is the manager's store, nil before Restore and after Shutdown.
+func (m *Manager) store() *store.DB {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.db
+}
+
 // forget removes the records of sandbox id and of its sessions.
 func (m *Manager) forget(id string) error {
-	if m.db == nil {
+	db := m.store()
+	if db == nil {
 		return nil
 	}
-	return errors.Join(m.db.Delete(store.Sandboxes, id), m.db.DeletePrefix(store.Sessions, id+"/"))
+	return errors.Join(db.Delete(store.Sandboxes, id), db.DeletePrefix(store.Sessions, id+"/"))
 }
 
 // Restore opens the store in the data directory (failing after a few
@@ -434,7 +439,8 @@ func (m *Manager) restore(ctx context.Context, rec sandboxRecord) error {
 		m.mu.Unlock()
 		return errors.Join(err, m.forget(rec.ID))
 	}
-	sessions, err := m.db.List(store.Sessions, rec.ID+"/")
+	db := m.store()
+	sessions, err := db.List(store.Sessions, rec.ID+"/")
 	if err != nil {
 		m.log.Error("reading a sandbox's sessions", "sandbox", rec.ID, "err", err)
 	}
@@ -442,13 +448,13 @@ func (m *Manager) restore(ctx context.Context, rec sandboxRecord) error {
 	for _, e := range sessions {
 		var sr sessionRecord
 		if err := json.Unmarshal(e.Value, &sr); err != nil || sr.Sandbox != rec.ID || !validID.MatchString(sr.ID) {
-			m.db.Delete(store.Sessions, e.Key)
+			db.Delete(store.Sessions, e.Key)
 			continue
 		}
 		sb.sessions.m[sessionKey{sr.Language, sr.ID}] = &Session{ID: sr.ID, Language: sr.Language, Created: sr.Created, sb: sb,
 			lastUsed: sr.LastUsed, saved: sr.LastUsed, cwd: sr.Cwd, maxIdle: sr.MaxIdle, lost: true}
 	}
-	sb.db = m.db
+	sb.db = db
 	m.mu.Lock()
 	m.sandboxes[rec.ID] = sb
 	m.mu.Unlock()
