@@ -2,6 +2,7 @@ package files
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,6 +47,17 @@ func TestChanged(t *testing.T) {
 	}
 	if _, cut, _ := e.fs.Changed(context.Background(), since, 2); !cut {
 		t.Error("a walk over its entry limit is not reported as truncated")
+	}
+	// The limit holds for home and /tmp together: every file listed is an
+	// entry visited, so no listing is longer than the limit.
+	for i := range 20 {
+		must(t, os.WriteFile(filepath.Join(e.tmp, fmt.Sprintf("f%02d", i)), nil, 0o600))
+	}
+	for limit := 1; limit <= 20; limit++ {
+		got, cut, err := e.fs.Changed(context.Background(), since, limit)
+		if err != nil || !cut || len(got) > limit {
+			t.Errorf("limit %d: %d files listed, truncated %v, %v", limit, len(got), cut, err)
+		}
 	}
 }
 

@@ -578,19 +578,25 @@ func (f *FS) isRegular(l loc) bool {
 // Changed lists the regular files under home and /tmp modified at or after
 // since, newest first, visiting at most maxEntries entries in all (0 means
 // 10,000): what code wrote during an execution. Hidden directories are
-// skipped (caches such as ~/.cache and ~/.ipython are not results).
+// skipped (caches such as ~/.cache and ~/.ipython are not results). The
+// walk goes in name order, so a listing cut at the limit may miss newer files.
 func (f *FS) Changed(ctx context.Context, since time.Time, maxEntries int) (changed []FileInfo, truncated bool, err error) {
 	if maxEntries <= 0 {
 		maxEntries = 10_000
 	}
 	// File times come from the kernel's coarse clock, up to a tick behind.
 	since = since.Add(-10 * time.Millisecond)
+	left := maxEntries // for both trees together
 	for _, dir := range []string{jail.HomeDir, jail.TmpDir} {
+		if left <= 0 {
+			return sortChanged(changed), true, nil
+		}
 		l, err := f.resolve("changed", dir)
 		if err != nil {
 			return nil, false, err
 		}
-		cut, err := f.walk(ctx, l, 0, maxEntries, func(e *entry) error {
+		cut, err := f.walk(ctx, l, 0, left, func(e *entry) error {
+			left--
 			if strings.HasPrefix(e.name, ".") && e.info.IsDir() {
 				return fs.SkipDir
 			}
@@ -604,6 +610,11 @@ func (f *FS) Changed(ctx context.Context, since time.Time, maxEntries int) (chan
 		}
 		truncated = truncated || cut
 	}
+	return sortChanged(changed), truncated, nil
+}
+
+// sortChanged puts the newest files first.
+func sortChanged(changed []FileInfo) []FileInfo {
 	slices.SortFunc(changed, func(a, b FileInfo) int { return b.ModTime.Compare(a.ModTime) })
-	return changed, truncated, nil
+	return changed
 }
