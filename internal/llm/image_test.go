@@ -3,7 +3,9 @@ package llm
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -130,10 +132,11 @@ func TestImageTooLargeToDecode(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := buf.Bytes()
-	copy(b[16:24], []byte{0, 1, 0x86, 0xa0, 0, 1, 0x86, 0xa0}) // IHDR width, height (CRC now wrong)
+	copy(b[16:24], []byte{0, 1, 0x86, 0xa0, 0, 1, 0x86, 0xa0})         // IHDR width, height
+	binary.BigEndian.PutUint32(b[29:33], crc32.ChecksumIEEE(b[12:29])) // and its CRC, so only the size is wrong
 	_, err := renderImage(base64.StdEncoding.EncodeToString(b), Options{}.withDefaults())
-	if err == nil {
-		t.Fatal("no error for a 100000×100000 image")
+	if err == nil || !strings.Contains(err.Error(), "100000×100000 pixels is too large to decode") {
+		t.Fatalf("a 100000×100000 image: %v", err)
 	}
 }
 
