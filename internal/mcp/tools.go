@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -155,7 +156,7 @@ func (s *server) listFiles(ctx context.Context, _ *gomcp.CallToolRequest, in pat
 	if err != nil {
 		return failure(err)
 	}
-	res, err := sb.Files().List(ctx, cmpOr(in.Path, "/home/user"), files.ListOptions{MaxEntries: 1000})
+	res, err := sb.Files().List(ctx, cmp.Or(in.Path, "/home/user"), files.ListOptions{MaxEntries: 1000})
 	if err != nil {
 		return failure(err)
 	}
@@ -184,19 +185,8 @@ func count(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 func (s *server) readFile(ctx context.Context, _ *gomcp.CallToolRequest, in readIn) (*gomcp.CallToolResult, any, error) {
 	sb, err := s.sandbox(ctx)
-	if err != nil {
-		return failure(err)
-	}
-	fi, err := sb.Files().Stat(in.Path)
 	if err != nil {
 		return failure(err)
 	}
@@ -212,7 +202,7 @@ func (s *server) readFile(ctx context.Context, _ *gomcp.CallToolRequest, in read
 			return failure(fmt.Errorf("%s: %w", in.Path, err))
 		}
 		return &gomcp.CallToolResult{Content: []gomcp.Content{
-			&gomcp.TextContent{Text: fmt.Sprintf("%s: %s image, shown at %d×%d", in.Path, llm.Size(fi.Size), img.Width, img.Height)},
+			&gomcp.TextContent{Text: fmt.Sprintf("%s: %s image, shown at %d×%d", in.Path, llm.Size(int64(len(b))), img.Width, img.Height)},
 			&gomcp.ImageContent{Data: img.Data, MIMEType: img.MIME},
 		}}, nil, nil
 	}
@@ -220,23 +210,24 @@ func (s *server) readFile(ctx context.Context, _ *gomcp.CallToolRequest, in read
 	if length <= 0 || length > budget {
 		length = budget
 	}
-	f, _, err := sb.Files().Open(in.Path)
+	f, fi, err := sb.Files().Open(in.Path)
 	if err != nil {
 		return failure(err)
 	}
 	defer f.Close()
+	size := fi.Size()
 	buf := make([]byte, length)
 	n, err := f.ReadAt(buf, in.Offset)
-	if err != nil && n == 0 && in.Offset < fi.Size {
+	if err != nil && n == 0 && in.Offset < size {
 		return failure(err)
 	}
 	buf = buf[:n]
 	if !utf8.Valid(buf) && bytes.IndexByte(buf, 0) >= 0 {
-		return text("%s is binary (%s); read it from code, or write_file can replace it", in.Path, llm.Size(fi.Size)), nil, nil
+		return text("%s is binary (%s); read it from code, or write_file can replace it", in.Path, llm.Size(size)), nil, nil
 	}
 	head := ""
-	if end := in.Offset + int64(n); in.Offset > 0 || end < fi.Size {
-		head = fmt.Sprintf("[bytes %d-%d of %d; read the rest with offset=%d]\n", in.Offset, end, fi.Size, end)
+	if end := in.Offset + int64(n); in.Offset > 0 || end < size {
+		head = fmt.Sprintf("[bytes %d-%d of %d; read the rest with offset=%d]\n", in.Offset, end, size, end)
 	}
 	return text("%s%s", head, strings.ToValidUTF8(string(buf), "\uFFFD")), nil, nil
 }
@@ -273,7 +264,7 @@ func (s *server) upload(ctx context.Context, _ *gomcp.CallToolRequest, in upload
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return failure(fmt.Errorf("%s is not a regular file", in.LocalPath))
 	}
-	dest := cmpOr(in.Path, "/home/user/"+path.Base(in.LocalPath))
+	dest := cmp.Or(in.Path, "/home/user/"+path.Base(in.LocalPath))
 	sb, err := s.sandbox(ctx)
 	if err != nil {
 		return failure(err)
