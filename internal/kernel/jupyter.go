@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codecell/codecell/internal/jail"
@@ -48,8 +49,9 @@ type JupyterKernel struct {
 	max     int64
 	grace   time.Duration
 
-	mu   sync.Mutex // held for a whole cell
-	dead error
+	mu     sync.Mutex  // held for a whole cell
+	inCell atomic.Bool // the kernel has begun the cell (execute_input)
+	dead   error
 }
 
 // jupyterHost is where a kernel runs: a jail of this server's, or a remote
@@ -136,6 +138,7 @@ func StartJupyter(ctx context.Context, cfg JupyterConfig) (*JupyterKernel, error
 		if client != nil {
 			client.Close()
 		}
+		timedOut := dctx.Err() != nil // before the kill below ends dctx too
 		var exited bool
 		select {
 		case <-proc.Done():
@@ -150,7 +153,7 @@ func StartJupyter(ctx context.Context, cfg JupyterConfig) (*JupyterKernel, error
 			// What it said says why; the dial's error would only name
 			// host paths.
 			return nil, fmt.Errorf("%w: %s kernel exited before it answered: %s", ErrStartup, ks.Name, errs)
-		case dctx.Err() != nil:
+		case timedOut:
 			return nil, fmt.Errorf("%w: %s kernel did not answer within %v: %s", ErrStartup, ks.Name, timeout, errs)
 		}
 		return nil, fmt.Errorf("%w: %s kernel: %w: %s", ErrStartup, ks.Name, err, errs)
@@ -232,8 +235,12 @@ func (k *JupyterKernel) Do(ctx context.Context, req Request) (*Result, error) {
 		err   error
 	}
 	finished := make(chan done, 1)
+	defer k.inCell.Store(false)
 	go func() {
 		reply, err := k.client.Execute(execCtx, validUTF8(req.Code), opts, func(msg jupyter.Message) {
+			if msg.Header.MsgType == "execute_input" { // the kernel has begun the cell
+				k.inCell.Store(true)
+			}
 			if o, ok := outputOf(msg); ok {
 				mu.Lock()
 				res.add(o)
@@ -437,13 +444,11 @@ func (k *JupyterKernel) Interrupt() error {
 
 const interruptTimeout = 5 * time.Second
 
-// InCell reports whether a cell is running.
+// InCell reports whether the kernel is running a cell: it has said it
+// began one, so an interrupt now reaches it. It does not take k.mu, which
+// Do, Complete and Inspect try for and fail with ErrBusy.
 func (k *JupyterKernel) InCell() bool {
-	if k.mu.TryLock() {
-		k.mu.Unlock()
-		return false
-	}
-	return true
+	return k.inCell.Load()
 }
 
 // Alive reports whether the kernel is running.

@@ -197,3 +197,43 @@ func TestJupyterKernelExits(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestInterruptStarting: an interrupt that comes while the session's
+// kernel is still starting (an ipykernel takes a second or two) is not
+// lost: it stops the cell once the cell reaches the kernel.
+func TestInterruptStarting(t *testing.T) {
+	sb := newSandbox(t, jupyterConfig(t), sandbox.Options{})
+	sess, _, err := sb.OpenSession(kernel.Jupyter("python3"), "starting", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		res *sandbox.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := sess.Execute(context.Background(), kernel.Request{Code: "import time; time.sleep(60)", Timeout: 2 * time.Minute})
+		done <- outcome{res, err}
+	}()
+	for !sess.Info().Busy {
+		time.Sleep(time.Millisecond)
+	}
+	if pid := sess.HostPid(); pid != 0 {
+		t.Fatalf("the session shows busy only once its kernel runs (pid %d): an interrupt before then is lost", pid)
+	}
+	if err := sess.Interrupt(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-done:
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		if e := o.res.Error(); e == nil || e.Ename != "KeyboardInterrupt" {
+			t.Errorf("the cell after an interrupt during the start: %+v", o.res.Result)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the cell ran on: the interrupt sent while the kernel started was lost")
+	}
+}

@@ -106,16 +106,20 @@ func (s *Session) Execute(ctx context.Context, req kernel.Request) (*Result, err
 		return nil, fmt.Errorf("%w: the kernel of %s session %q was lost when codecell restarted, with its variables and imports; re-run the session's setup cells (this execution did not run; the next one starts a fresh kernel)",
 			ErrSessionLost, s.Language, s.ID)
 	}
+	s.setRunning(true) // from before the kernel starts: see Interrupt
 	k, err := s.kernel(ctx)
 	if err != nil {
+		s.setRunning(false)
 		return nil, err
 	}
 	s.mu.Lock()
 	req.Cwd = cmp.Or(req.Cwd, s.cwd)
 	s.mu.Unlock()
-	s.setRunning(true)
 	res, err := k.Do(ctx, req)
 	s.setRunning(false)
+	s.mu.Lock()
+	s.cells++
+	s.mu.Unlock()
 	s.sb.account(res)
 	s.sb.saveSession(s, false)
 	if err != nil {
@@ -233,9 +237,6 @@ func (s *Session) setRunning(on bool) {
 	defer s.mu.Unlock()
 	s.running = on
 	s.lastUsed = time.Now()
-	if !on {
-		s.cells++
-	}
 }
 
 // drop closes k if it is still the session's kernel.
@@ -269,25 +270,26 @@ func (s *Session) HostPid() int {
 }
 
 // Interrupt interrupts the running execution, if any. An execution is
-// marked running before its kernel has started or its cell has reached the
-// kernel; a signal sent then would find nothing to stop, so Interrupt waits
-// (a few seconds at most) for the cell to get there.
+// marked running before its kernel has started and before its cell has
+// reached the kernel; a signal sent then would find nothing to stop, so
+// Interrupt waits for the kernel to start (bounded by the start's own
+// timeout) and then a few seconds at most for the cell to get there.
 func (s *Session) Interrupt() error {
-	deadline := time.Now().Add(5 * time.Second)
+	var deadline time.Time // set once the kernel is up
 	for {
 		s.mu.Lock()
 		k, running := s.k, s.running
 		s.mu.Unlock()
 		switch {
-		case k != nil && (k.InCell() || !running):
+		case !running && k == nil:
+			return nil
+		case !running || k != nil && k.InCell():
 			return k.Interrupt()
-		case !running:
-			return nil
+		case k == nil: // starting
+		case deadline.IsZero():
+			deadline = time.Now().Add(5 * time.Second)
 		case time.Now().After(deadline):
-			if k != nil {
-				return k.Interrupt()
-			}
-			return nil
+			return k.Interrupt()
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
