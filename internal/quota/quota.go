@@ -84,7 +84,8 @@ type Config struct {
 	// reused, so that a full host disk is an error there (wrapping
 	// syscall.ENOSPC; EOPNOTSUPP where the host filesystem cannot reserve)
 	// and never inside a running sandbox. A reused image the host has no
-	// room to reserve is mounted unreserved. On copy-on-write filesystems
+	// room to reserve is mounted unreserved, and one it has no room to
+	// grow keeps its size (and Mount succeeds). On copy-on-write filesystems
 	// (btrfs) a reservation does not cover rewrites, so there the promise
 	// holds only for blocks written once.
 	Sparse bool
@@ -318,17 +319,16 @@ func (v *Volume) prepareImage(ctx context.Context) error {
 		}
 	}
 	if grow {
-		if fi, err := os.Stat(v.image); err != nil {
-			return fmt.Errorf("quota: growing image: %w", err)
-		} else if fi.Size() < v.cfg.SizeBytes {
-			if err := os.Truncate(v.image, v.cfg.SizeBytes); err != nil {
-				return fmt.Errorf("quota: growing image: %w", err)
-			}
+		// A host with no room for the larger size keeps the image at its
+		// size, files and all, until there is room.
+		if err := v.extend(v.cfg.SizeBytes); errors.Is(err, syscall.ENOSPC) {
+			grow = false
+		} else if err != nil {
+			return err
 		}
 	}
-	// An image made sparse, or grown, gets its reservation now, before
-	// the filesystem may use the new blocks. One the host has no room
-	// for now is mounted as it is: refusing it would hide its files.
+	// An image made sparse gets its reservation now. One the host has no
+	// room for now is mounted as it is: refusing it would hide its files.
 	if err := v.reserveFile(v.image); err != nil && !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EOPNOTSUPP) {
 		return err
 	}
@@ -336,6 +336,38 @@ func (v *Volume) prepareImage(ctx context.Context) error {
 		return nil
 	}
 	return v.run(ctx, "growing "+v.image, "resize2fs", v.image)
+}
+
+// extend makes the image file size bytes long (if it is shorter), its new
+// blocks reserved on the host before the filesystem can use them (see
+// Config.Sparse): ENOSPC leaves it as it was.
+func (v *Volume) extend(size int64) error {
+	fi, err := os.Stat(v.image)
+	if err != nil {
+		return fmt.Errorf("quota: growing image: %w", err)
+	}
+	if fi.Size() >= size {
+		return nil
+	}
+	if !v.cfg.Sparse {
+		f, err := os.OpenFile(v.image, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("quota: growing image: %w", err)
+		}
+		defer f.Close()
+		err = unix.Fallocate(int(f.Fd()), 0, 0, size) // also sets the size
+		if !errors.Is(err, syscall.EOPNOTSUPP) {
+			if err != nil {
+				f.Truncate(fi.Size()) // what it may have allocated past the end
+				return fmt.Errorf("quota: reserving %d bytes on the host for %s: %w", size, v.image, err)
+			}
+			return nil
+		}
+	}
+	if err := os.Truncate(v.image, size); err != nil {
+		return fmt.Errorf("quota: growing image: %w", err)
+	}
+	return nil
 }
 
 // reserveFile reserves the blocks of the whole image file at p (see
@@ -495,13 +527,12 @@ func (v *Volume) grow(ctx context.Context) error {
 	if dev == "" {
 		return fmt.Errorf("quota: growing image %s: not mounted", v.image)
 	}
-	if err := os.Truncate(v.image, v.cfg.SizeBytes); err != nil {
-		return fmt.Errorf("quota: growing image: %w", err)
+	if err := v.extend(v.cfg.SizeBytes); errors.Is(err, syscall.ENOSPC) {
+		return nil // as in prepareImage: kept at its size until there is room
+	} else if err != nil {
+		return err
 	}
-	err = v.reserveFile(v.image)
-	if err == nil {
-		err = v.run(ctx, "growing "+v.image, "losetup", "-c", dev)
-	}
+	err = v.run(ctx, "growing "+v.image, "losetup", "-c", dev)
 	if err == nil {
 		err = v.run(ctx, "growing mounted "+v.image+" online (needs CAP_SYS_RESOURCE; Unmount and Mount again to grow it offline)", "resize2fs", dev)
 	}

@@ -500,12 +500,26 @@ func TestHostFull(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(v.Tmp(), "after"), []byte("still writable"), 0o600); err != nil {
 		t.Errorf("the volume is not writable after the host filled: %v", err)
 	}
+	_, total32, err := v.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := v.Unmount(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Reused on a full host: the reservation is already there.
-	if v, err = Mount(ctx, c); err != nil {
+	// Reused on a full host: the reservation is already there. A larger
+	// quota the host has no room for leaves the image at its size: growing
+	// it unreserved would let a full host turn it read-only.
+	grown := c
+	grown.SizeBytes = 40 * mib
+	if v, err = Mount(ctx, grown); err != nil {
 		t.Fatalf("re-mounting a reserved image on a full host: %v", err)
+	}
+	if _, total, err := v.Usage(); err != nil || total != total32 {
+		t.Errorf("a volume grown on a full host: %d bytes, %v; want it kept at %d", total, err, total32)
+	}
+	if fi, err := os.Stat(c.Image); err != nil || fi.Size() != 32*mib {
+		t.Errorf("its image: %v, want it kept at 32 MiB", err)
 	}
 	if b, err := os.ReadFile(filepath.Join(v.Tmp(), "after")); err != nil || string(b) != "still writable" {
 		t.Errorf("after re-mounting: %q, %v", b, err)
