@@ -703,6 +703,51 @@ func killScenario(t *testing.T, h *Host) {
 	}
 }
 
+// TestOpenLeavesLimits: a group opened as it is keeps its limits while its
+// processes run (Create would have lifted them), and Open+Remove clears a
+// leftover group, or nothing if there is none.
+func TestOpenLeavesLimits(t *testing.T) {
+	h := needRoot(t)
+	name := uniqueName(t)
+	l := Limits{MemoryBytes: 100 << 20, Pids: 20}
+	g, err := h.Create(name, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Remove() })
+	cmd := exec.Command("/bin/sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if err := g.Join(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	left, err := h.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLimits(t, g, l)
+	if err := left.Remove(); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Error("the leftover process was not killed")
+	}
+	for _, d := range g.Dirs() {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still exists", d)
+		}
+	}
+	if none, err := h.Open(name + "-none"); err != nil || none.Remove() != nil {
+		t.Errorf("Open and Remove of a group that does not exist: %v", err)
+	}
+	if _, err := h.Open("../x"); err == nil {
+		t.Error("Open(../x) succeeded")
+	}
+}
+
 func TestRemoveKillsRemaining(t *testing.T) {
 	h := needRoot(t)
 	g, err := h.Create(uniqueName(t), Limits{Pids: 20})

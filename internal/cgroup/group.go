@@ -124,6 +124,18 @@ func (h *Host) Create(path string, l Limits) (*Group, error) {
 	return g, nil
 }
 
+// Open returns the group at path as it is, whether or not it exists,
+// without creating it or touching its limits: for removing a group left
+// by an earlier process (its processes stay bound until Remove kills them).
+// Limits reports zero limits.
+func (h *Host) Open(path string) (*Group, error) {
+	rel, err := cleanRel(path)
+	if err != nil {
+		return nil, err
+	}
+	return h.newGroup(rel, Limits{}), nil
+}
+
 // Child creates (or re-opens) the child group name (one or more path
 // components) of g without limits of its own: it is constrained by g's
 // budget hierarchically, while its own counters (OOMKills, MemoryPeak...)

@@ -305,7 +305,7 @@ func (s *Sandbox) runDir() string { return filepath.Join(filepath.Dir(s.home), "
 // removeLeftovers kills every process of the cgroup at path, if it exists,
 // and removes it with its children.
 func removeLeftovers(h *cgroup.Host, path string) error {
-	g, err := h.Create(path, cgroup.Limits{}) // re-opens it; a new one is empty
+	g, err := h.Open(path) // as it is: its processes keep its limits until killed
 	if err != nil {
 		return err
 	}
