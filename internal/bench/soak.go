@@ -36,7 +36,7 @@ type SoakResult struct {
 	ByOp        map[string]int `json:"by_op"`
 	P50MS       float64        `json:"p50_ms"`
 	P99MS       float64        `json:"p99_ms"`
-	HeapIdleMB  float64        `json:"heap_before_mb"`
+	HeapIdleMB  float64        `json:"heap_idle_mb"`
 	HeapAfterMB float64        `json:"heap_after_mb"`
 	Leaks       []string       `json:"leaks"` // processes, cgroups, mounts, files left over; heap over its bound
 }

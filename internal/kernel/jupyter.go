@@ -356,7 +356,17 @@ func stdinLines(text string) func(string, bool) (string, error) {
 	}
 }
 
-var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
+// ansi matches terminal escape sequences: CSI (colours, cursor moves),
+// OSC (titles, hyperlinks) and two-byte escapes.
+var ansi = regexp.MustCompile(`\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])`)
+
+// StripANSI removes terminal escapes (IPython colours its tracebacks).
+func StripANSI(s string) string {
+	if !strings.Contains(s, "\x1b") {
+		return s
+	}
+	return strings.ReplaceAll(ansi.ReplaceAllString(s, ""), "\x1b", "")
+}
 
 // outputOf turns an iopub message into an output, if it is one.
 func outputOf(msg jupyter.Message) (Output, bool) {
@@ -377,7 +387,7 @@ func outputOf(msg jupyter.Message) (Output, bool) {
 	case "error":
 		o.Ename, o.Evalue = c.Ename, c.Evalue
 		// Kernels colour tracebacks and put several lines in one entry.
-		o.Traceback = strings.Split(ansi.ReplaceAllString(strings.Join(c.Traceback, "\n"), ""), "\n")
+		o.Traceback = strings.Split(StripANSI(strings.Join(c.Traceback, "\n")), "\n")
 	default:
 		o.Data, o.Metadata, o.ExecutionCount = c.Data, c.Metadata, c.ExecutionCount
 		for mime, v := range o.Data {
@@ -428,7 +438,7 @@ func (k *JupyterKernel) Inspect(ctx context.Context, code string, cursorPos, det
 		in.Data = map[string]any{}
 	}
 	if s, ok := in.Data["text/plain"].(string); ok {
-		in.Data["text/plain"] = ansi.ReplaceAllString(s, "")
+		in.Data["text/plain"] = StripANSI(s)
 	}
 	return in, nil
 }

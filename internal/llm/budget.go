@@ -41,11 +41,9 @@ func fit(parts []part, max int) ([]Block, bool) {
 	}
 	// The fewest parts to leave out; more left out leaves more room for the rest.
 	try := func(k int) ([]part, bool) { return allot(leaveOut(parts, drop, k), max) }
-	k := sort.Search(len(drop)+1, func(k int) bool { _, ok := try(k); return ok })
-	for ; k <= len(drop); k++ {
-		if out, ok := try(k); ok {
-			return blocks(out), true
-		}
+	if k := sort.Search(len(drop)+1, func(k int) bool { _, ok := try(k); return ok }); k <= len(drop) {
+		out, _ := try(k)
+		return blocks(out), true
 	}
 	return hardCut(parts, max), true
 }

@@ -73,21 +73,10 @@ func outputParts(outs []kernel.Output, opt Options, f *facts) []part {
 	return parts
 }
 
-// ansiRE matches terminal escape sequences: CSI (colours, cursor moves),
-// OSC (titles, hyperlinks) and two-byte escapes.
-var ansiRE = regexp.MustCompile(`\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])`)
-
-func stripANSI(s string) string {
-	if !strings.Contains(s, "\x1b") {
-		return s
-	}
-	return strings.ReplaceAll(ansiRE.ReplaceAllString(s, ""), "\x1b", "")
-}
-
 // cleanStream strips escapes and collapses carriage-return overwrites
 // (progress bars) to what a terminal would finally show on each line.
 func cleanStream(s string) string {
-	s = stripANSI(s)
+	s = kernel.StripANSI(s)
 	if !strings.Contains(s, "\r") {
 		return s
 	}
@@ -130,12 +119,12 @@ func errorText(o kernel.Output) (text string, cut bool) {
 		head += ": " + o.Evalue
 	}
 	// Front ends show a traceback as its entries joined by newlines.
-	lines := strings.Split(stripANSI(strings.Join(o.Traceback, "\n")), "\n")
+	lines := strings.Split(kernel.StripANSI(strings.Join(o.Traceback, "\n")), "\n")
 	for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
 		lines = lines[:len(lines)-1]
 	}
-	if len(lines) == 0 || strings.TrimSpace(lines[len(lines)-1]) != strings.TrimSpace(stripANSI(head)) {
-		lines = append(lines, stripANSI(head))
+	if len(lines) == 0 || strings.TrimSpace(lines[len(lines)-1]) != strings.TrimSpace(kernel.StripANSI(head)) {
+		lines = append(lines, kernel.StripANSI(head))
 	}
 	if len(lines) > traceMaxLines {
 		n := len(lines) - traceHeadLines - traceTailLines
@@ -177,7 +166,7 @@ func richPart(o kernel.Output, opt Options, f *facts) (part, bool) {
 			f.displays++
 		}
 	}
-	text = strings.TrimSuffix(stripANSI(text), "\n")
+	text = strings.TrimSuffix(kernel.StripANSI(text), "\n")
 	if text == "" {
 		return part{}, false
 	}

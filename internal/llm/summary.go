@@ -188,7 +188,7 @@ func humanSize(n int64) string {
 }
 
 func firstLine(s string, max int) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(stripANSI(s)), "\n")
+	s, _, _ = strings.Cut(strings.TrimSpace(kernel.StripANSI(s)), "\n")
 	if utf8.RuneCountInString(s) > max {
 		s = runeHead(s, max-1) + "…"
 	}
