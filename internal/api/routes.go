@@ -58,7 +58,7 @@ var (
 	timeout      = numT("seconds; default 30, at most the server's maximum (900)")
 	assistSchema = obj("code*", strT(""), "cursor_pos", intT("in code points; default: the end of code"),
 		"detail_level", intT("inspect only: 0 (summary) or 1 (with source)"))
-	formatT = schema{"type": "string", "enum": []string{"json", "llm"}, "description": "llm: outputs rendered for a language model (tables as text, images downscaled, long text cut in the middle with a marker), plus summary and files_written"}
+	formatT = schema{"type": "string", "enum": []string{"json", "llm"}, "description": "llm: outputs rendered for a language model (tables as text, images downscaled, long text cut in the middle with a marker), plus summary and files_written. When streaming, the output events stay as produced and the rendering is in the done event, since it fits the whole result into one budget"}
 	streamT = boolT("reply with Server-Sent Events (also chosen by Accept: text/event-stream): an `output` event per output as it is produced, then `done` with the envelope the JSON reply would have; an `error` event if the execution could not be completed")
 	mapT    = func(doc string) schema {
 		return schema{"type": "object", "additionalProperties": schema{"type": "string"}, "description": doc}

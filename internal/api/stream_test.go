@@ -141,6 +141,34 @@ func TestStreamEventsInOrder(t *testing.T) {
 	}
 }
 
+// TestStreamLLM: streamed with output_format "llm", the output events are
+// the outputs as produced and the done event carries the rendering.
+func TestStreamLLM(t *testing.T) {
+	ts := newServer(t, serverOpts{})
+	ch, _ := ts.stream(t, "/v2/code/execute", map[string]any{"language": "python", "output_format": "llm", "code": "print('x' * 50000)"}, true)
+	var streamed int
+	var done event
+	for ev := range ch {
+		switch ev.name {
+		case "output":
+			s, _ := ev.data["text"].(string)
+			streamed += len(s)
+		case "done":
+			done = ev
+		}
+	}
+	data, _ := done.data["data"].(map[string]any)
+	summary, _ := data["summary"].(string)
+	outs, _ := data["outputs"].([]any)
+	var rendered string
+	if len(outs) > 0 {
+		rendered, _ = outs[0].(map[string]any)["text"].(string)
+	}
+	if streamed != 50001 || !strings.Contains(summary, "stdout") || len(rendered) >= 50000 || !strings.Contains(rendered, "cut from the middle") {
+		t.Errorf("streamed %d characters; done: summary %q, rendered %d characters", streamed, summary, len(rendered))
+	}
+}
+
 // TestStreamClientLeaves: a client that disconnects mid-stream does not
 // stop the execution or end the session.
 func TestStreamClientLeaves(t *testing.T) {
