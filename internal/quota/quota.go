@@ -571,28 +571,32 @@ func (v *Volume) unmount(ctx context.Context) error {
 	// Detach loop devices left attached to the image (for example by a
 	// crash between losetup and mount inside mount(8)). A loop device that
 	// is still in use, after a lazy unmount, is only marked autoclear by
-	// the kernel and goes away with its last user.
+	// the kernel and goes away with its last user: no waiting for that here
+	// (a later Mount waits a little, see releaseLoops).
 	if _, err := os.Stat(v.image); err == nil {
-		if _, err := v.detachLoops(ctx); err != nil {
+		if _, err := v.detachLoops(ctx, 0); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// detachLoops detaches the image's loop devices and waits a little for the
-// kernel to let them go, which it may do after losetup returns. It returns
-// those still attached: in use, after a lazy unmount.
-func (v *Volume) detachLoops(ctx context.Context) ([]string, error) {
-	deadline := time.Now().Add(2 * time.Second)
+// detachLoops detaches the image's loop devices and waits up to wait for
+// the kernel to let them go, which it may do after losetup returns. It
+// returns those still attached: in use, after a lazy unmount.
+func (v *Volume) detachLoops(ctx context.Context, wait time.Duration) ([]string, error) {
+	deadline := time.Now().Add(wait)
 	for {
 		loops, err := v.loops(ctx)
-		if err != nil || len(loops) == 0 || time.Now().After(deadline) {
+		if err != nil || len(loops) == 0 {
 			return loops, err
 		}
 		for _, dev := range loops {
 			// Frees an unused device; an in-use one is only marked autoclear.
 			_, _ = v.output(ctx, "losetup", "-d", dev)
+		}
+		if time.Now().After(deadline) {
+			return v.loops(ctx)
 		}
 		select {
 		case <-ctx.Done():
@@ -605,7 +609,7 @@ func (v *Volume) detachLoops(ctx context.Context) ([]string, error) {
 // releaseLoops detaches stale loop devices of the image and fails if any is
 // still in use.
 func (v *Volume) releaseLoops(ctx context.Context, what string) error {
-	loops, err := v.detachLoops(ctx)
+	loops, err := v.detachLoops(ctx, 2*time.Second)
 	if err != nil {
 		return err
 	}
