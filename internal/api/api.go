@@ -79,6 +79,7 @@ type Server struct {
 	runtime  runtimes
 	remote   remoteProbe
 	recorder *observe.Recorder
+	keyID    string // audit.KeyID(cfg.APIKey), for the audit log
 	docCache
 }
 
@@ -94,6 +95,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), mux: http.NewServeMux(), runtime: newRuntimes(*cfg.Runtimes)}
 	s.recorder = &observe.Recorder{Metrics: cfg.Metrics, Audit: cfg.Audit, Logger: s.log}
+	s.keyID = audit.KeyID(cfg.APIKey)
 	s.routes()
 	return s
 }

@@ -93,20 +93,29 @@ func (s *Server) resolve(ctx context.Context, l kernel.Language) kernel.Language
 // went since, since its state lives there. Sessions are per language, so
 // following the backend would silently give the caller a new, empty one.
 func (s *Server) resolveSession(ctx context.Context, sb *sandbox.Sandbox, l kernel.Language, id string) kernel.Language {
-	if l == kernel.Python && id != "" {
-		for _, on := range s.pythonSearch(ctx) {
-			if _, _, err := sb.OpenSession(on, id, false); err == nil {
-				return on
-			}
+	if l != kernel.Python || id == "" {
+		return s.resolve(ctx, l)
+	}
+	search := s.pythonSearch(ctx)
+	for _, on := range search {
+		if _, _, err := sb.OpenSession(on, id, false); err == nil {
+			return on
 		}
 	}
-	return s.resolve(ctx, l)
+	return search[0]
 }
 
 // pythonSearch is where to look for a Python session by id: the current
-// backend's language first, then every other.
+// backend's language first, then every other, each once.
 func (s *Server) pythonSearch(ctx context.Context) []kernel.Language {
-	return []kernel.Language{s.resolve(ctx, kernel.Python), kernel.Python, kernel.Jupyter(pythonKernel), kernel.Remote(pythonKernel)}
+	first := s.resolve(ctx, kernel.Python)
+	search := []kernel.Language{first}
+	for _, l := range []kernel.Language{kernel.Python, kernel.Jupyter(pythonKernel), kernel.Remote(pythonKernel)} {
+		if l != first {
+			search = append(search, l)
+		}
+	}
+	return search
 }
 
 // jupyterKernel maps a kernel_name to what runs it: "" and python3 (or

@@ -203,7 +203,8 @@ func (s *Server) findSession(r *http.Request, sb *sandbox.Sandbox) (*sandbox.Ses
 	// A Python session may run on any backend's kernel: the current
 	// backend's first.
 	if slices.Contains(langs, kernel.Python) {
-		langs = slices.Concat(s.pythonSearch(r.Context()), langs)
+		others := slices.DeleteFunc(langs, func(l kernel.Language) bool { return l == kernel.Python })
+		langs = slices.Concat(s.pythonSearch(r.Context()), others)
 	}
 	var err error
 	for _, l := range langs {
