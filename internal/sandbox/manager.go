@@ -293,10 +293,17 @@ func (s *Sandbox) saveSession(sess *Session, force bool) {
 	if s.db == nil {
 		return
 	}
+	due := func() bool { return !sess.closed && (force || sess.lastUsed.Sub(sess.saved) >= saveInterval) }
+	sess.mu.Lock()
+	skip := !due() // most executions: without waiting for other sessions' writes
+	sess.mu.Unlock()
+	if skip {
+		return
+	}
 	s.dbMu.Lock()
 	defer s.dbMu.Unlock()
 	sess.mu.Lock()
-	if sess.closed || (!force && sess.lastUsed.Sub(sess.saved) < saveInterval) {
+	if !due() {
 		sess.mu.Unlock()
 		return
 	}

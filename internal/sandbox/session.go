@@ -338,15 +338,17 @@ func (s *Sandbox) OpenSession(lang kernel.Language, id string, create bool) (ses
 		return nil, false, fmt.Errorf("%w %q for a session: use 1-64 letters, digits, '-' or '_'", ErrInvalidID, id)
 	}
 	s.sessions.mu.Lock()
-	defer s.sessions.mu.Unlock()
 	key := sessionKey{lang, id}
 	if sess := s.sessions.m[key]; sess != nil {
+		s.sessions.mu.Unlock()
 		return sess, false, nil
 	}
 	if !create {
+		s.sessions.mu.Unlock()
 		return nil, false, fmt.Errorf("%w: no %s session %q", ErrNoSession, lang, id)
 	}
 	if n := len(s.sessions.m); n >= s.cfg.MaxSessions {
+		s.sessions.mu.Unlock()
 		return nil, false, fmt.Errorf("%w: the sandbox has %d sessions, its limit; end one first", ErrCapacity, n)
 	}
 	if s.sessions.m == nil {
@@ -355,6 +357,9 @@ func (s *Sandbox) OpenSession(lang kernel.Language, id string, create bool) (ses
 	now := time.Now()
 	sess = &Session{ID: id, Language: lang, Created: now, lastUsed: now, sb: s}
 	s.sessions.m[key] = sess
+	s.sessions.mu.Unlock()
+	// Recorded outside the lock: every lookup in the sandbox would wait for
+	// the store's fsync. An EndSession meanwhile is safe (see saveSession).
 	s.saveSession(sess, true)
 	return sess, true, nil
 }
