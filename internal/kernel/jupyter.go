@@ -254,12 +254,17 @@ func (k *JupyterKernel) Do(ctx context.Context, req Request) (*Result, error) {
 	defer deadline.Stop()
 	var grace <-chan time.Time
 	interrupted := false
+	var interrupting chan struct{} // closed once the interrupt is delivered
 	interrupt := func() {
 		if !interrupted {
 			interrupted = true
 			// An interrupt_request or a remote server may not answer: the
 			// grace period and then the kill must still come.
-			go k.Interrupt()
+			interrupting = make(chan struct{})
+			go func() {
+				defer close(interrupting)
+				k.Interrupt()
+			}()
 			grace = time.After(k.grace)
 		}
 	}
@@ -270,6 +275,11 @@ func (k *JupyterKernel) Do(ctx context.Context, req Request) (*Result, error) {
 	for {
 		select {
 		case d := <-finished:
+			if interrupting != nil {
+				// Delivered late, it would reach the next cell
+				// (Interrupt gives up after interruptTimeout).
+				<-interrupting
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if d.err != nil {
