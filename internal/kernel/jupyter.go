@@ -101,7 +101,9 @@ func StartJupyter(ctx context.Context, cfg JupyterConfig) (*JupyterKernel, error
 		return nil, fmt.Errorf("%w: %w", ErrStartup, err)
 	}
 	spec.Stdout, spec.Stderr = w, w
+	drained := make(chan struct{}) // closed at the end of its output
 	go func() {
+		defer close(drained)
 		buf := make([]byte, 4096)
 		for {
 			n, err := r.Read(buf)
@@ -151,7 +153,11 @@ func StartJupyter(ctx context.Context, cfg JupyterConfig) (*JupyterKernel, error
 			return nil, ctx.Err()
 		case exited:
 			// What it said says why; the dial's error would only name
-			// host paths.
+			// host paths. Its last words may still be in the pipe.
+			select {
+			case <-drained:
+			case <-time.After(time.Second):
+			}
 			return nil, fmt.Errorf("%w: %s kernel exited before it answered: %s", ErrStartup, ks.Name, errs)
 		case timedOut:
 			return nil, fmt.Errorf("%w: %s kernel did not answer within %v: %s", ErrStartup, ks.Name, timeout, errs)
