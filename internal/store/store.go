@@ -35,8 +35,7 @@ var ErrLocked = errors.New("store is in use by another process")
 
 // DB is an open store.
 type DB struct {
-	db   *bolt.DB
-	path string
+	db *bolt.DB
 }
 
 // Open opens (or creates) the store at path, waiting up to timeout for
@@ -67,11 +66,8 @@ func Open(path string, timeout time.Duration) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
-	return &DB{db: db, path: path}, nil
+	return &DB{db: db}, nil
 }
-
-// Path is the store's file.
-func (d *DB) Path() string { return d.path }
 
 // Close closes the store, releasing its lock.
 func (d *DB) Close() error { return d.db.Close() }
