@@ -112,8 +112,7 @@ type Config struct {
 	// Staging is a host directory on the filesystem of Home and Tmp that
 	// user code cannot see. Writes are made there and renamed into place,
 	// so no partial file is ever visible, even while a write lasts or
-	// after the server died during one; New empties it. Empty means a
-	// hidden temporary name beside the target, which a crash leaves behind.
+	// after the server died during one; New empties it. Required.
 	Staging string
 }
 
@@ -138,14 +137,15 @@ func New(c Config) (*FS, error) {
 		}
 		r.Close()
 	}
-	if c.Staging != "" {
-		// What is there was left by a server that stopped mid-write.
-		if err := os.RemoveAll(c.Staging); err != nil {
-			return nil, fmt.Errorf("files: emptying the staging directory: %w", err)
-		}
-		if err := os.Mkdir(c.Staging, 0o700); err != nil {
-			return nil, fmt.Errorf("files: %w", err)
-		}
+	if c.Staging == "" {
+		return nil, errors.New("files: no staging directory configured")
+	}
+	// What is there was left by a server that stopped mid-write.
+	if err := os.RemoveAll(c.Staging); err != nil {
+		return nil, fmt.Errorf("files: emptying the staging directory: %w", err)
+	}
+	if err := os.Mkdir(c.Staging, 0o700); err != nil {
+		return nil, fmt.Errorf("files: %w", err)
 	}
 	return &FS{cfg: c}, nil
 }
@@ -291,8 +291,7 @@ func (f *FS) classify(err error) error {
 		}
 		return errno
 	}
-	if msg := err.Error(); strings.Contains(msg, f.cfg.Home) || strings.Contains(msg, f.cfg.Tmp) ||
-		(f.cfg.Staging != "" && strings.Contains(msg, f.cfg.Staging)) {
+	if msg := err.Error(); strings.Contains(msg, f.cfg.Home) || strings.Contains(msg, f.cfg.Tmp) || strings.Contains(msg, f.cfg.Staging) {
 		return errors.New("internal error") // never leak a host path
 	}
 	return err

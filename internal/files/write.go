@@ -118,7 +118,7 @@ func (f *FS) writeAtomic(ctx context.Context, root *os.Root, l loc, r io.Reader,
 	if mode, err = targetMode(dir, base, mode, exclusive); err != nil {
 		return 0, err
 	}
-	st, err := f.stage(ctx, dir, r, mode)
+	st, err := f.stage(ctx, r, mode)
 	if err != nil {
 		return 0, err
 	}
@@ -151,7 +151,7 @@ func targetMode(dir *os.File, base string, mode fs.FileMode, exclusive bool) (fs
 // that user code cannot see until Commit renames it into place.
 type Staged struct {
 	f    *FS
-	dir  *os.File // Config.Staging, or the target's directory without it
+	dir  *os.File // Config.Staging
 	file *os.File // open until placed or discarded: modes are set on it, never by name
 	name string
 	size int64
@@ -159,30 +159,16 @@ type Staged struct {
 
 // Stage writes the content of r to a new file out of user code's sight, in
 // Config.Staging, within MaxFileBytes, for an upload whose target is not
-// known yet. The caller must Commit or Discard it. Without Config.Staging it
-// is a hidden temporary file in /tmp.
+// known yet. The caller must Commit or Discard it.
 func (f *FS) Stage(ctx context.Context, r io.Reader) (*Staged, error) {
-	dir, err := os.OpenFile(f.cfg.Tmp, unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, f.failPath("upload", jail.TmpDir, err)
-	}
-	defer dir.Close()
-	st, err := f.stage(ctx, dir, r, 0o644)
+	st, err := f.stage(ctx, r, 0o644)
 	return st, f.failPath("upload", jail.TmpDir, err)
 }
 
-// stage writes r to a new file in Config.Staging, or else in dir.
-func (f *FS) stage(ctx context.Context, dir *os.File, r io.Reader, mode fs.FileMode) (_ *Staged, err error) {
+// stage writes r to a new file in Config.Staging.
+func (f *FS) stage(ctx context.Context, r io.Reader, mode fs.FileMode) (_ *Staged, err error) {
 	st := &Staged{f: f}
-	if f.cfg.Staging != "" {
-		st.dir, err = os.OpenFile(f.cfg.Staging, unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
-	} else {
-		var fd int
-		if fd, err = unix.FcntlInt(dir.Fd(), unix.F_DUPFD_CLOEXEC, 0); err == nil {
-			st.dir = os.NewFile(uintptr(fd), dir.Name())
-		}
-	}
-	if err != nil {
+	if st.dir, err = os.OpenFile(f.cfg.Staging, unix.O_DIRECTORY|unix.O_NOFOLLOW, 0); err != nil {
 		return nil, err
 	}
 	var rnd [8]byte
@@ -202,11 +188,8 @@ func (f *FS) stage(ctx context.Context, dir *os.File, r io.Reader, mode fs.FileM
 }
 
 // Staged counts the files in Config.Staging: writes in progress, or left by
-// a bug. 0 without Config.Staging.
+// a bug.
 func (f *FS) Staged() (int, error) {
-	if f.cfg.Staging == "" {
-		return 0, nil
-	}
 	ents, err := os.ReadDir(f.cfg.Staging)
 	return len(ents), err
 }
@@ -220,8 +203,6 @@ func (s *Staged) Discard() {
 	if s.dir == nil {
 		return
 	}
-	// Without Config.Staging the name is in user code's directory; if user
-	// code took it meanwhile, what is removed is its own.
 	unix.Unlinkat(int(s.dir.Fd()), s.name, 0)
 	s.close()
 }
