@@ -184,7 +184,7 @@ func CodePath(p string) string {
 // lexical: p only ever reaches the kernel through an os.Root for loc.dir.
 func (f *FS) resolve(op, p string) (loc, error) {
 	switch {
-	case p == "", len(p) > maxPathLen, strings.IndexByte(p, 0) >= 0, !utf8.ValidString(p), strings.Count(p, "/") > maxPathDepth:
+	case p == "", len(p) > maxPathLen, strings.IndexByte(p, 0) >= 0, !utf8.ValidString(p):
 		return loc{}, &Error{Op: op, Path: p, Err: ErrInvalidPath}
 	}
 	clean := CodePath(p)
@@ -193,6 +193,9 @@ func (f *FS) resolve(op, p string) (loc, error) {
 			return loc{dir: m.dir, rel: ".", path: clean}, nil
 		}
 		if rel, ok := strings.CutPrefix(clean, m.prefix+"/"); ok {
+			if strings.Count(rel, "/") >= maxPathDepth { // components of the clean path
+				return loc{}, &Error{Op: op, Path: p, Err: ErrInvalidPath}
+			}
 			return loc{dir: m.dir, rel: rel, path: clean}, nil
 		}
 	}
