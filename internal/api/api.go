@@ -146,7 +146,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		route := cmp.Or(r.Pattern, "unmatched")
 		status := cmp.Or(sw.status, http.StatusOK)
 		d := time.Since(start)
-		s.log.Info("request", "id", id, "method", r.Method, "path", r.URL.Path, "route", route,
+		level := slog.LevelInfo
+		if (route == "GET /health" || route == "GET /metrics") && status == http.StatusOK {
+			level = slog.LevelDebug // probes and scrapes, every few seconds
+		}
+		s.log.Log(r.Context(), level, "request", "id", id, "method", r.Method, "path", r.URL.Path, "route", route,
 			"status", status, "bytes", sw.bytes, "duration", d)
 		if m := s.cfg.Metrics; m != nil {
 			m.HTTPRequests.WithLabelValues(route, strconv.Itoa(status)).Inc()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -58,6 +59,7 @@ type serverOpts struct {
 	remote      *jupyter.Server // sandbox.Config.Remote
 	metrics     bool
 	audit       *audit.Log
+	logger      *slog.Logger
 }
 
 func newServer(t testing.TB, o serverOpts) *testServer {
@@ -100,7 +102,7 @@ func newServer(t testing.TB, o serverOpts) *testServer {
 		m = metrics.New(metrics.Sources{Sandboxes: func() int { return len(mgr.List()) }})
 	}
 	h := api.New(api.Config{Manager: mgr, APIKey: o.key, MaxBodyBytes: o.maxBody, BodyTimeout: o.bodyTimeout, Version: "test", CodeBackend: o.backend,
-		Metrics: m, Audit: o.audit,
+		Metrics: m, Audit: o.audit, Logger: o.logger,
 		Layers: doctor.Prerequisites(cfg, rt), Runtimes: &rt})
 	ts := &testServer{Server: httptest.NewServer(h), mgr: mgr, key: o.key, dir: dir}
 	t.Cleanup(func() {

@@ -1,16 +1,37 @@
 package api_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/codecell/codecell/internal/audit"
 )
+
+// syncBuffer is a bytes.Buffer for a logger written from many goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
 
 // TestObservability: request ids, Prometheus metrics and the audit log
 // record what was executed, and never the API key.
@@ -21,7 +42,9 @@ func TestObservability(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	ts := newServer(t, serverOpts{key: "k-secret", metrics: true, audit: log})
+	var logged syncBuffer
+	ts := newServer(t, serverOpts{key: "k-secret", metrics: true, audit: log,
+		logger: slog.New(slog.NewJSONHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 
 	ts.must(t, 200, "POST", "/v2/code/execute", map[string]any{"language": "python", "session_id": "obs", "code": "open('/tmp/out.txt', 'w').write('x'); 1"})
 	ts.must(t, 200, "POST", "/v2/code/execute", map[string]any{"language": "python", "code": "1/0"})
@@ -54,6 +77,19 @@ func TestObservability(t *testing.T) {
 	}
 	if r := ts.do(t, "GET", "/metrics", nil); r.status != 200 {
 		t.Errorf("/metrics with the key: %d", r.status)
+	}
+	// One line per request with its id, at Info; health probes and metric
+	// scrapes that succeed only at Debug.
+	ts.must(t, 200, "GET", "/health", nil)
+	byRoute := map[string]int{}
+	for line := range strings.Lines(logged.String()) {
+		var l struct{ Msg, ID, Route string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "request" && l.ID != "" {
+			byRoute[l.Route]++
+		}
+	}
+	if byRoute["POST /v2/code/execute"] != 3 || byRoute["GET /health"] != 0 || byRoute["GET /metrics"] != 0 {
+		t.Errorf("request lines by route: %v", byRoute)
 	}
 	noKey, _ := http.Get(ts.URL + "/metrics")
 	noKey.Body.Close()
