@@ -67,8 +67,10 @@ func strs(a []any) []string {
 	return out
 }
 
-// TestJupyterFullDisk: a Jupyter kernel that cannot have its run directory
-// because the sandbox filled its own disk is a 507 that names no host path.
+// TestJupyterFullDisk: a Jupyter kernel that cannot have its run directory,
+// or its connection file in it (which of the two runs out depends on how
+// the disk filled), because the sandbox filled its own disk is a 507 that
+// names no host path.
 func TestJupyterFullDisk(t *testing.T) {
 	ts := newServer(t, serverOpts{})
 	ts.must(t, 201, "POST", "/v2/sandboxes", map[string]any{"id": "full", "limits": map[string]any{"disk_mb": 16}})

@@ -11,8 +11,10 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -80,11 +82,18 @@ func StartJupyter(ctx context.Context, cfg JupyterConfig) (*JupyterKernel, error
 	outside := inside
 	outside.IP = filepath.Join(cfg.Spec.Run, "k")
 	connFile := filepath.Join(cfg.Spec.Run, "connection.json")
-	if err := inside.WriteFile(connFile); err != nil {
-		return nil, fmt.Errorf("%w: connection file: %w", ErrStartup, err)
+	err = inside.WriteFile(connFile)
+	if err == nil {
+		err = os.Chown(connFile, cfg.Spec.HostUID, cfg.Spec.HostGID)
 	}
-	if err := os.Chown(connFile, cfg.Spec.HostUID, cfg.Spec.HostGID); err != nil {
-		return nil, fmt.Errorf("%w: connection file: %w", ErrStartup, err)
+	if err != nil {
+		// The run directory is on the sandbox's disk, which its own code
+		// may have filled (ENOSPC); the path is the host's, not for clients.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%w: writing the connection file in its run directory: %w", ErrStartup, err)
 	}
 
 	spec := cfg.Spec
